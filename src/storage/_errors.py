@@ -1,0 +1,160 @@
+"""Every error ``storage`` raises. Nothing from elasticsearch, tenacity or pybreaker leaks past the API.
+
+::
+
+    SearchError                         base; .reason is a short machine tag (e.g. "timeout")
+    ├── ConfigurationError              wrong set-up, found at start-up
+    │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
+    │   ├── DimensionMismatch           index vectors != embedder vectors (or another model built it)
+    │   └── ClientClosed                the SearchClient was closed (or never opened)
+    ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
+    │                                   raised before any request is sent
+    ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
+    ├── DependencyUnavailable           NO RESPONSE from a dependency: refused, reset, timeout (transient)
+    │   ├── CircuitOpen                 our breaker is open: failed fast, nothing was sent
+    │   └── Overloaded                  our concurrency bound is full: failed fast, nothing was sent
+    ├── DependencyError                 an ERROR RESPONSE: the dependency answered 4xx/5xx or garbage;
+    │                                   .status; .transient for 429/502/503/504
+    └── SearchFailed                    every leg of a hybrid search failed (or one did in strict mode);
+                                        .leg_errors maps leg -> the error above
+
+``dependency`` on the transport errors is ``"elasticsearch"`` or ``"embeddings"``.
+Embedding-provider errors (``embeddings.EmbeddingError``) are mapped onto DependencyUnavailable /
+DependencyError at the storage boundary, with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+__all__ = [
+    "CircuitOpen",
+    "ClientClosed",
+    "ConfigurationError",
+    "DependencyError",
+    "DependencyUnavailable",
+    "DimensionMismatch",
+    "ElasticsearchNotConfigured",
+    "IndexNotFound",
+    "InvalidQuery",
+    "Overloaded",
+    "SearchError",
+    "SearchFailed",
+]
+
+Dependency = Literal["elasticsearch", "embeddings"]
+
+
+class SearchError(Exception):
+    """Base of every error raised by ``storage``."""
+
+    reason: str = "error"
+
+
+class ConfigurationError(SearchError):
+    """The client or the index is set up wrongly."""
+
+    reason = "configuration"
+
+
+class ElasticsearchNotConfigured(ConfigurationError):
+    """No Elasticsearch URL was given."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "No Elasticsearch configured: set ES_URL (e.g. ES_URL=http://127.0.0.1:9200), or start a local one "
+            "with `python -m storage.local_es start` (it prints the ES_URL to use), or `docker compose up -d`."
+        )
+
+
+class DimensionMismatch(ConfigurationError):
+    """The index was built for other vectors than the embedder produces."""
+
+    reason = "dimension_mismatch"
+
+
+class ClientClosed(ConfigurationError):
+    """The client is closed (or was never opened)."""
+
+    reason = "client_closed"
+
+
+class InvalidQuery(SearchError):
+    """The caller's input is invalid; nothing was sent."""
+
+    reason = "invalid_query"
+
+
+class IndexNotFound(SearchError):
+    """The index or alias does not exist."""
+
+    reason = "index_not_found"
+
+
+class DependencyUnavailable(SearchError):
+    """No response from a dependency (refused, reset, timed out). Transient."""
+
+    reason = "connection_error"
+    transient = True
+
+    def __init__(self, message: str, *, dependency: Dependency, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.dependency = dependency
+        if reason is not None:
+            self.reason = reason
+
+
+class CircuitOpen(DependencyUnavailable):
+    """The dependency's circuit breaker is open: the call failed fast without a request."""
+
+    reason = "circuit_open"
+
+    def __init__(self, message: str, *, dependency: Dependency) -> None:
+        super().__init__(message, dependency=dependency, reason="circuit_open")
+
+
+class Overloaded(DependencyUnavailable):
+    """Too many calls in flight to this dependency; the call failed fast without a request."""
+
+    reason = "overloaded"
+
+    def __init__(self, message: str, *, dependency: Dependency) -> None:
+        super().__init__(message, dependency=dependency, reason="overloaded")
+
+
+#: Error responses worth retrying (rate limited, bad gateway, unavailable, gateway timeout).
+TRANSIENT_STATUSES = frozenset({429, 502, 503, 504})
+
+
+class DependencyError(SearchError):
+    """A dependency answered with an error (or with something that is not a valid answer)."""
+
+    reason = "http_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dependency: Dependency,
+        status: int | None = None,
+        reason: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.dependency = dependency
+        self.status = status
+        self.retry_after = retry_after
+        self.transient = status in TRANSIENT_STATUSES
+        if reason is not None:
+            self.reason = reason
+
+
+class SearchFailed(SearchError):
+    """The search could not produce results: every leg failed, or a leg failed in strict mode."""
+
+    reason = "all_legs_failed"
+
+    def __init__(self, message: str, *, leg_errors: Mapping[str, SearchError]) -> None:
+        super().__init__(message)
+        self.leg_errors = dict(leg_errors)

@@ -1,0 +1,490 @@
+"""A real Elasticsearch on 127.0.0.1 without Docker: fetched from Maven Central, run as a local process.
+
+This is how development machines and CI get a real server. It:
+
+1. fetches ``org.elasticsearch.distribution.integ-test-zip:elasticsearch:<version>:zip`` with the ordinary
+   Maven client (``mvn dependency:copy``) into a cache directory, reused when present;
+2. unpacks it (keeping the executable bits);
+3. picks a JDK from ``ES_JAVA_HOME`` or ``/usr/lib/jvm`` that fits the version (8.x: Java 17+,
+   9.x: Java 21+), preferring the oldest that fits (the best-tested one);
+4. starts it bound to 127.0.0.1 on free ports with a small heap, ``discovery.type=single-node`` and
+   security off, and waits until the cluster is yellow or green;
+5. stops it with SIGTERM to its process group, then SIGKILL after a grace period.
+
+No orphan JVMs: the launcher process group is stopped on exit, on exceptions, on SIGINT/SIGTERM (via the
+context manager / ``atexit``), and, if the Python process dies hard, the kernel sends the Elasticsearch
+launcher SIGTERM (``PR_SET_PDEATHSIG``); the server JVM exits when its launcher's pipe closes.
+
+Command line::
+
+    python -m storage.local_es run      # start, print the URL, wait for Ctrl-C, stop
+    python -m storage.local_es start    # start in the background, print the URL and PID
+    python -m storage.local_es stop     # stop the one started by `start`
+    python -m storage.local_es fetch    # only download and unpack
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "LocalElasticsearch",
+    "LocalElasticsearchError",
+    "default_cache_dir",
+    "find_java_home",
+]
+
+logger = logging.getLogger("storage.local_es")
+
+#: The newest 8.x integ-test distribution on Maven Central when this was written (8.19.x is what CI tests).
+DEFAULT_VERSION = "8.19.21"
+#: Enough for tests and the demo; the machine has 2 cores and is shared with the embedding model.
+DEFAULT_HEAP = "512m"
+#: A cold JVM plus a first cluster-state write takes ~15-25 s on 2 cores; leave generous headroom.
+DEFAULT_START_TIMEOUT_S = 180.0
+#: Elasticsearch flushes and closes its shards on SIGTERM; a few seconds is normal.
+DEFAULT_STOP_TIMEOUT_S = 30.0
+_MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+_ARTIFACT = "org.elasticsearch.distribution.integ-test-zip:elasticsearch:{version}:zip"
+_PR_SET_PDEATHSIG = 1
+#: Elasticsearch refuses to run as root; when started by root, the launcher runs it as this system user.
+SERVICE_USER = "hybrid-es"
+
+
+class LocalElasticsearchError(RuntimeError):
+    """The local Elasticsearch could not be fetched, started or stopped. The message says what to do."""
+
+
+def default_cache_dir() -> Path:
+    """``$ES_LOCAL_CACHE`` if set, else ``./.cache/elasticsearch`` under the current directory."""
+    env = os.environ.get("ES_LOCAL_CACHE")
+    return Path(env) if env else Path.cwd() / ".cache" / "elasticsearch"
+
+
+def required_java_major(version: str) -> int:
+    """Elasticsearch 8.x runs on Java 17+, 9.x on Java 21+."""
+    major = int(version.split(".", 1)[0])
+    if major < 8:
+        raise LocalElasticsearchError(f"Elasticsearch {version} is not supported; use 8.x or 9.x")
+    return 17 if major == 8 else 21
+
+
+def _java_major(java_home: Path) -> int | None:
+    release = java_home / "release"
+    if not (java_home / "bin" / "java").exists() or not release.exists():
+        return None
+    match = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(errors="replace"), re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def find_java_home(version: str, search_root: Path = Path("/usr/lib/jvm")) -> Path:
+    """A JDK that can run this Elasticsearch version: ``ES_JAVA_HOME`` if it fits, else the oldest fitting
+    JDK under ``search_root`` (the oldest supported major is what Elasticsearch's own CI covers most)."""
+    need = required_java_major(version)
+    env = os.environ.get("ES_JAVA_HOME")
+    if env:
+        major = _java_major(Path(env))
+        if major is None or major < need:
+            raise LocalElasticsearchError(
+                f"ES_JAVA_HOME={env} is Java {major}; Elasticsearch {version} needs Java {need}+"
+            )
+        return Path(env)
+    candidates: list[tuple[int, str, Path]] = []
+    if search_root.is_dir():
+        for home in sorted(search_root.iterdir()):
+            if home.is_symlink():
+                continue  # Debian keeps aliases such as java-1.17.0-openjdk-amd64 -> java-17-openjdk-amd64
+            major = _java_major(home)
+            if major is not None and major >= need:
+                candidates.append((major, home.name, home))
+    if not candidates:
+        raise LocalElasticsearchError(
+            f"No JDK {need}+ found under {search_root} for Elasticsearch {version}. "
+            f"Install one (e.g. `apt-get install openjdk-{need}-jdk-headless`) or set ES_JAVA_HOME."
+        )
+    return min(candidates)[2]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ensure_service_user() -> str:
+    """Create the unprivileged system user Elasticsearch runs as when we are root (idempotent)."""
+    import pwd
+
+    try:
+        pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        done = subprocess.run(
+            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode not in (0, 9):  # 9: created meanwhile by another process
+            raise LocalElasticsearchError(
+                f"Elasticsearch cannot run as root and `useradd {SERVICE_USER}` failed: {done.stderr.strip()}. "
+                "Run as a normal user or set ES_URL."
+            ) from None
+    return SERVICE_USER
+
+
+def _chown_tree(root: Path, user: str) -> None:
+    shutil.chown(root, user, user)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(Path(dirpath) / name, *_uid_gid(user), follow_symlinks=False)
+
+
+def _uid_gid(user: str) -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _set_parent_death_signal() -> None:
+    """Runs in the child between fork and exec: SIGTERM it when the parent thread dies (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class LocalElasticsearch:
+    """One single-node Elasticsearch run from the integ-test distribution.
+
+    Use it as a context manager (``with LocalElasticsearch() as es: es.url``) or call ``start()`` and
+    ``stop()``. ``start()`` must run on a thread that outlives the server (normally the main thread):
+    the parent-death signal is tied to the thread that started the process.
+    """
+
+    version: str = DEFAULT_VERSION
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    heap: str = DEFAULT_HEAP
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
+    settings: dict[str, str] = field(default_factory=dict)
+    name: str = "default"
+    #: SIGTERM the server when the starting thread dies (False only for the detached `start` command).
+    die_with_parent: bool = True
+
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    http_port: int | None = field(default=None, init=False)
+
+    # -- paths -------------------------------------------------------------------------------------------
+    @property
+    def zip_path(self) -> Path:
+        return self.cache_dir / "downloads" / f"elasticsearch-{self.version}.zip"
+
+    @property
+    def home(self) -> Path:
+        return self.cache_dir / "dist" / f"elasticsearch-{self.version}"
+
+    @property
+    def instance_dir(self) -> Path:
+        return self.cache_dir / "instances" / f"{self.version}-{self.name}"
+
+    @property
+    def url(self) -> str:
+        if self.http_port is None:
+            raise LocalElasticsearchError("Elasticsearch is not started")
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    # -- fetch -------------------------------------------------------------------------------------------
+    def fetch(self) -> Path:
+        """Download (if not cached) and unpack (if not unpacked) the distribution; return its home."""
+        if (self.home / "bin" / "elasticsearch").exists():
+            return self.home
+        if not self.zip_path.exists():
+            self._download()
+        self._unpack()
+        return self.home
+
+    def _download(self) -> None:
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise LocalElasticsearchError(
+                "Maven (`mvn`) is needed to fetch Elasticsearch: `apt-get install maven`, "
+                "or set ES_URL to a running Elasticsearch."
+            )
+        self.zip_path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            f"{_MAVEN_DEPENDENCY_PLUGIN}:copy",
+            f"-Dartifact={_ARTIFACT.format(version=self.version)}",
+            f"-DoutputDirectory={self.zip_path.parent}",
+        ]
+        logger.info("fetching elasticsearch", extra={"es_version": self.version})
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=self.cache_dir)
+        if done.returncode != 0 or not self.zip_path.exists():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+            raise LocalElasticsearchError(
+                f"mvn could not fetch {_ARTIFACT.format(version=self.version)} "
+                f"(exit {done.returncode}). Is the version published? Output:\n{tail}"
+            )
+
+    def _unpack(self) -> None:
+        target = self.home.parent
+        target.mkdir(parents=True, exist_ok=True)
+        partial = target / f".partial-{self.version}-{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        with zipfile.ZipFile(self.zip_path) as archive:
+            for info in archive.infolist():
+                path = Path(archive.extract(info, partial))
+                mode = (info.external_attr >> 16) & 0o777
+                if mode and not info.is_dir():
+                    path.chmod(mode)
+        unpacked = partial / f"elasticsearch-{self.version}"
+        if not (unpacked / "bin" / "elasticsearch").exists():
+            raise LocalElasticsearchError(f"{self.zip_path} does not contain elasticsearch-{self.version}/")
+        shutil.rmtree(self.home, ignore_errors=True)
+        unpacked.rename(self.home)
+        shutil.rmtree(partial, ignore_errors=True)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> str:
+        """Fetch if needed, start, wait until yellow/green; return the URL. Idempotent while running."""
+        if self.process is not None and self.process.poll() is None:
+            return self.url
+        home = self.fetch()
+        java_home = find_java_home(self.version)
+        data = self.instance_dir / "data"
+        logs = self.instance_dir / "logs"
+        data.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        self.http_port = _free_port()
+        es_settings = {
+            "cluster.name": f"hybrid-search-local-{self.name}",
+            "node.name": f"local-{self.name}",
+            "network.host": "127.0.0.1",
+            "http.port": str(self.http_port),
+            "transport.port": str(_free_port()),
+            "discovery.type": "single-node",
+            "xpack.security.enabled": "false",
+            "path.data": str(data),
+            "path.logs": str(logs),
+            # Developer machines are often nearly full; the watermarks would make new indices red.
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+            **self.settings,
+        }
+        cmd = [str(home / "bin" / "elasticsearch"), *(f"-E{k}={v}" for k, v in es_settings.items())]
+        env = {
+            **os.environ,
+            "ES_JAVA_HOME": str(java_home),
+            "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap} {os.environ.get('ES_LOCAL_JAVA_OPTS', '')}",
+        }
+        env.pop("JAVA_HOME", None)
+        run_as: str | None = None
+        if os.geteuid() == 0:
+            run_as = _ensure_service_user()
+            _chown_tree(self.instance_dir, run_as)
+            _chown_tree(home / "config", run_as)  # it writes a keystore and jvm.options.d there
+            env["HOME"] = str(self.instance_dir)
+        out = (logs / "console.log").open("ab")
+        started = time.monotonic()
+        try:
+            self.process = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its own process group: stop() signals the launcher and the JVM
+                user=run_as,
+                group=run_as,
+                extra_groups=[] if run_as else None,
+                preexec_fn=_set_parent_death_signal if self.die_with_parent else None,
+            )
+        finally:
+            out.close()
+        atexit.register(self.stop)
+        (self.instance_dir / "pid").write_text(str(self.process.pid))
+        try:
+            self._wait_ready(started)
+        except BaseException:
+            self.stop()
+            raise
+        (self.instance_dir / "url").write_text(self.url)
+        logger.info(
+            "elasticsearch started",
+            extra={
+                "es_version": self.version,
+                "url": self.url,
+                "pid": self.process.pid,
+                "java_home": str(java_home),
+                "start_seconds": round(time.monotonic() - started, 1),
+            },
+        )
+        return self.url
+
+    def _wait_ready(self, started: float) -> None:
+        assert self.process is not None
+        health = f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise LocalElasticsearchError(
+                    f"Elasticsearch {self.version} exited with code {code} while starting. "
+                    f"Last log lines:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(health, timeout=5) as resp:
+                    if json.load(resp).get("status") in ("yellow", "green"):
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() - started > self.start_timeout_s:
+                raise LocalElasticsearchError(
+                    f"Elasticsearch {self.version} did not become ready within {self.start_timeout_s:.0f} s. "
+                    f"Last log lines:\n{self.log_tail()}"
+                )
+            time.sleep(0.5)
+
+    def log_tail(self, lines: int = 30) -> str:
+        console = self.instance_dir / "logs" / "console.log"
+        if not console.exists():
+            return "(no console log)"
+        return "\n".join(console.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM the process group, wait, then SIGKILL it. Safe to call twice."""
+        proc = self.process
+        if proc is None:
+            return
+        self.process = None
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        _stop_group(proc.pid, self.stop_timeout_s, proc)
+        with contextlib.suppress(FileNotFoundError):
+            (self.instance_dir / "pid").unlink()
+        with contextlib.suppress(FileNotFoundError):
+            (self.instance_dir / "url").unlink()
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group at once (a crash, for fault tests); ``start()`` can follow."""
+        proc = self.process
+        if proc is None:
+            return
+        self.process = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def __enter__(self) -> LocalElasticsearch:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stop_group(pgid: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()  # reap the launcher so the group can empty
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait()
+
+
+# -- command line -----------------------------------------------------------------------------------------
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m storage.local_es", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["run", "start", "stop", "fetch"])
+    parser.add_argument("--version", default=os.environ.get("ES_VERSION", DEFAULT_VERSION))
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
+    parser.add_argument("--heap", default=DEFAULT_HEAP)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    node = LocalElasticsearch(
+        version=args.version,
+        cache_dir=args.cache_dir,
+        heap=args.heap,
+        name="cli",
+        die_with_parent=args.command != "start",
+    )
+    try:
+        if args.command == "fetch":
+            started = time.monotonic()
+            print(node.fetch(), f"({time.monotonic() - started:.1f} s)")
+        elif args.command == "stop":
+            pid_file = node.instance_dir / "pid"
+            if not pid_file.exists():
+                print("no local Elasticsearch started by `start` is running")
+                return 0
+            _stop_group(int(pid_file.read_text()), DEFAULT_STOP_TIMEOUT_S)
+            pid_file.unlink(missing_ok=True)
+            (node.instance_dir / "url").unlink(missing_ok=True)
+            print("stopped")
+        elif args.command == "start":
+            url = node.start()
+            atexit.unregister(node.stop)  # leave it running; `stop` ends it
+            node.process = None
+            print(f"ES_URL={url}  (pid file: {node.instance_dir / 'pid'}; stop with `python -m storage.local_es stop`)")
+        else:
+            url = node.start()
+            print(f"Elasticsearch {args.version} is running at {url} - Ctrl-C stops it")
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+                while node.process is not None and node.process.poll() is None:
+                    time.sleep(1)
+            node.stop()
+    except LocalElasticsearchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
