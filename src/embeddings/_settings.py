@@ -11,7 +11,7 @@ from ._base import Embedder
 from ._errors import EmbeddingConfigError
 from ._hashing import HashingEmbedder
 from ._local import LocalEmbedder
-from ._openai import OpenAIEmbedder
+from ._openai import DEFAULT_BATCH_SIZE, OpenAIEmbedder
 
 __all__ = ["EmbeddingSettings", "create_embedder"]
 
@@ -32,11 +32,11 @@ class EmbeddingSettings(BaseSettings):
     send_dimensions: bool = False
     batch_size: int | None = Field(default=None, ge=1)
     timeout_s: float = Field(default=10.0, gt=0)
+    #: OpenAI: whether the model returns unit vectors (OpenAI's do; the index then uses dot_product).
+    normalized: bool = True
     #: Local: onnxruntime intra-op threads (1 leaves a core to Elasticsearch on small machines).
     threads: int = Field(default=1, ge=1)
-    base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("EMBEDDINGS_BASE_URL", "OPENAI_BASE_URL")
-    )
+    base_url: str | None = Field(default=None, validation_alias=AliasChoices("EMBEDDINGS_BASE_URL", "OPENAI_BASE_URL"))
     api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("EMBEDDINGS_API_KEY", "OPENAI_API_KEY")
     )
@@ -46,7 +46,9 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
     """The embedder the settings describe (from the environment when ``settings`` is None)."""
     s = settings if settings is not None else EmbeddingSettings()
     if s.provider == "local":
-        return LocalEmbedder(threads=s.threads, **({"max_batch_size": s.batch_size} if s.batch_size else {}))
+        if s.batch_size:
+            return LocalEmbedder(threads=s.threads, max_batch_size=s.batch_size)
+        return LocalEmbedder(threads=s.threads)
     if s.provider == "hashing":
         return HashingEmbedder(dimensions=s.dimensions or 64)
     if not s.model or not s.dimensions:
@@ -59,8 +61,9 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
         query_model=s.query_model,
         dimensions=s.dimensions,
         send_dimensions=s.send_dimensions,
+        normalized=s.normalized,
         api_key=s.api_key,
         base_url=s.base_url,
         timeout_s=s.timeout_s,
-        **({"max_batch_size": s.batch_size} if s.batch_size else {}),
+        max_batch_size=s.batch_size or DEFAULT_BATCH_SIZE,
     )

@@ -9,6 +9,8 @@
     │   └── ClientClosed                the SearchClient was closed (or never opened)
     ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
     │                                   raised before any request is sent
+    ├── InvalidDocument                 a document given to index_documents is invalid (.position);
+    │                                   raised before any request is sent
     ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
     ├── DependencyUnavailable           NO RESPONSE from a dependency: refused, reset, timeout (transient)
     │   ├── CircuitOpen                 our breaker is open: failed fast, nothing was sent
@@ -37,6 +39,7 @@ __all__ = [
     "DimensionMismatch",
     "ElasticsearchNotConfigured",
     "IndexNotFound",
+    "InvalidDocument",
     "InvalidQuery",
     "Overloaded",
     "SearchError",
@@ -158,3 +161,13 @@ class SearchFailed(SearchError):
     def __init__(self, message: str, *, leg_errors: Mapping[str, SearchError]) -> None:
         super().__init__(message)
         self.leg_errors = dict(leg_errors)
+
+
+class InvalidDocument(SearchError):
+    """A document given to ``index_documents`` is invalid; nothing was sent. ``.position`` names it."""
+
+    reason = "invalid_document"
+
+    def __init__(self, message: str, *, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position

@@ -113,8 +113,7 @@ def rrf(
     w = _validate(legs, weights)
     prov = _provenance(legs)
     scored = {
-        doc_id: math.fsum(w[leg] / (k + rank) for leg, rank in ranks.items())
-        for doc_id, (ranks, _) in prov.items()
+        doc_id: math.fsum(w[leg] / (k + rank) for leg, rank in ranks.items()) for doc_id, (ranks, _) in prov.items()
     }
     return _order(scored, prov, best=math.fsum(w[leg] / (k + 1) for leg in legs))
 

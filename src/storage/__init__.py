@@ -1,0 +1,81 @@
+"""Hybrid search over Elasticsearch: BM25 ∥ kNN, fused in the client (works on the free Basic license).
+
+The front door::
+
+    from storage import Document, SearchClient
+
+    async with SearchClient.from_settings() as client:
+        await client.ensure_index()
+        await client.index_documents([Document(id="1", title="...", text="...")], refresh=True)
+        response = await client.search("revenue guidance cut", mode="hybrid", limit=10)
+"""
+
+from ._client import ProgressCallback, SearchClient
+from ._errors import (
+    CircuitOpen,
+    ClientClosed,
+    ConfigurationError,
+    DependencyError,
+    DependencyUnavailable,
+    DimensionMismatch,
+    ElasticsearchNotConfigured,
+    IndexNotFound,
+    InvalidDocument,
+    InvalidQuery,
+    Overloaded,
+    SearchError,
+    SearchFailed,
+)
+from ._filters import Exists, Filter, Range, Term, Terms
+from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
+from ._logging import configure_ecs_logging, correlation_id
+from ._models import (
+    Document,
+    FailedDocument,
+    IndexProgress,
+    IndexReport,
+    LegReport,
+    SearchHit,
+    SearchMode,
+    SearchResponse,
+)
+from ._settings import SearchSettings
+
+__all__ = [
+    "DEFAULT_RRF_K",
+    "CircuitOpen",
+    "ClientClosed",
+    "ConfigurationError",
+    "DependencyError",
+    "DependencyUnavailable",
+    "DimensionMismatch",
+    "Document",
+    "ElasticsearchNotConfigured",
+    "Exists",
+    "FailedDocument",
+    "Filter",
+    "FusedHit",
+    "FusionMethod",
+    "IndexNotFound",
+    "IndexProgress",
+    "IndexReport",
+    "InvalidDocument",
+    "InvalidQuery",
+    "LegHit",
+    "LegReport",
+    "Overloaded",
+    "ProgressCallback",
+    "Range",
+    "SearchClient",
+    "SearchError",
+    "SearchFailed",
+    "SearchHit",
+    "SearchMode",
+    "SearchResponse",
+    "SearchSettings",
+    "Term",
+    "Terms",
+    "configure_ecs_logging",
+    "correlation_id",
+    "fuse",
+]

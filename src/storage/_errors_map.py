@@ -1,0 +1,116 @@
+"""Translation of third-party exceptions into our error tree (one place, so nothing foreign leaks)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import elasticsearch
+from elastic_transport import ConnectionTimeout, SerializationError, TransportError
+
+from embeddings import (
+    EmbeddingConfigError,
+    EmbeddingError,
+    EmbeddingResponseError,
+    EmbeddingUnavailable,
+    InvalidEmbedding,
+)
+
+from ._errors import (
+    ConfigurationError,
+    DependencyError,
+    DependencyUnavailable,
+    IndexNotFound,
+    SearchError,
+)
+
+__all__ = ["map_embedding_error", "map_es_error", "timeout_error"]
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+        return max(float(value), 0.0) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _error_type(body: Any) -> str | None:
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        value = body["error"].get("type")
+        return str(value) if value is not None else None
+    return None
+
+
+def map_es_error(exc: BaseException) -> SearchError:
+    """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
+    if isinstance(exc, SearchError):
+        return exc
+    if isinstance(exc, elasticsearch.ApiError):
+        status = exc.meta.status if exc.meta is not None else None
+        if status == 404 and _error_type(exc.body) == "index_not_found_exception":
+            return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
+        return DependencyError(
+            f"Elasticsearch answered {status}: {exc.message}",
+            dependency="elasticsearch",
+            status=status,
+            reason="http_error",
+            retry_after=_retry_after(exc.meta.headers if exc.meta is not None else None),
+        )
+    if isinstance(exc, elasticsearch.UnsupportedProductError):
+        return DependencyError(
+            f"the server is not Elasticsearch (or not a supported version): {exc.message}",
+            dependency="elasticsearch",
+            reason="bad_response",
+        )
+    if isinstance(exc, SerializationError):
+        return DependencyError(
+            f"Elasticsearch sent a response that could not be decoded: {exc}",
+            dependency="elasticsearch",
+            reason="bad_response",
+        )
+    if isinstance(exc, ConnectionTimeout):
+        return DependencyUnavailable(f"Elasticsearch timed out: {exc}", dependency="elasticsearch", reason="timeout")
+    if isinstance(exc, TransportError):
+        return DependencyUnavailable(
+            f"cannot reach Elasticsearch: {exc}", dependency="elasticsearch", reason="connection_error"
+        )
+    if isinstance(exc, TimeoutError):
+        return DependencyUnavailable("Elasticsearch call timed out", dependency="elasticsearch", reason="timeout")
+    if isinstance(exc, (KeyError, TypeError, ValueError)):
+        return DependencyError(
+            f"unexpected response shape from Elasticsearch: {type(exc).__name__}: {exc}",
+            dependency="elasticsearch",
+            reason="bad_response",
+        )
+    return DependencyUnavailable(
+        f"Elasticsearch call failed: {type(exc).__name__}: {exc}", dependency="elasticsearch", reason="error"
+    )
+
+
+def map_embedding_error(exc: EmbeddingError) -> SearchError:
+    """Map an embedding-provider error onto our tree (the original stays as ``__cause__``)."""
+    if isinstance(exc, EmbeddingConfigError):
+        return ConfigurationError(str(exc))
+    if isinstance(exc, EmbeddingUnavailable):
+        reason = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "connection_error"
+        return DependencyUnavailable(f"embedding provider unavailable: {exc}", dependency="embeddings", reason=reason)
+    if isinstance(exc, EmbeddingResponseError):
+        return DependencyError(
+            f"embedding provider answered {exc.status}: {exc}",
+            dependency="embeddings",
+            status=exc.status,
+            reason="http_error",
+            retry_after=exc.retry_after,
+        )
+    if isinstance(exc, InvalidEmbedding):
+        return DependencyError(f"invalid embedding: {exc}", dependency="embeddings", reason="bad_response")
+    return DependencyError(f"embedding failed: {exc}", dependency="embeddings", reason="error")
+
+
+def timeout_error(leg: str, dependency: Literal["elasticsearch", "embeddings"], budget_s: float) -> SearchError:
+    return DependencyUnavailable(
+        f"{leg} leg exceeded its {budget_s:g} s budget while waiting on {dependency}",
+        dependency=dependency,
+        reason="timeout",
+    )

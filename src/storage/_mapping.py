@@ -1,0 +1,75 @@
+"""The index design: a strict mapping, versioned concrete indices behind an alias."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["INDEX_VERSION_WIDTH", "index_body", "next_index_name", "versioned_index_name"]
+
+INDEX_VERSION_WIDTH = 6
+MAPPING_VERSION = 1
+
+
+def versioned_index_name(alias: str, version: int) -> str:
+    return f"{alias}-{version:0{INDEX_VERSION_WIDTH}d}"
+
+
+def next_index_name(alias: str, existing: list[str]) -> str:
+    pattern = re.compile(rf"^{re.escape(alias)}-(\d{{{INDEX_VERSION_WIDTH}}})$")
+    versions = [int(m.group(1)) for name in existing if (m := pattern.match(name))]
+    return versioned_index_name(alias, max(versions, default=0) + 1)
+
+
+def index_body(*, dimensions: int, normalized: bool, model_id: str, analyzer: str) -> dict[str, Any]:
+    """Settings and mappings for one concrete index.
+
+    - ``dynamic: strict``: a field we did not design is an error, not a silent new mapping;
+      ``metadata.*`` is the one open place, and only as keywords.
+    - ``embedding``: ``dot_product`` for unit vectors (same ranking as cosine, cheaper), else ``cosine``;
+      HNSW with int8 quantisation (the default from 8.14, written out so 9.x's ``bbq_hnsw`` default does not
+      change behaviour between server versions).
+    - ``_meta`` records the model and dims so a mismatch is caught at start-up.
+    """
+    text_field = {"type": "text", "analyzer": analyzer}
+    return {
+        "settings": {
+            "index": {
+                "number_of_shards": 1,
+                "auto_expand_replicas": "0-1",
+                "refresh_interval": "1s",
+            }
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "_meta": {
+                "mapping_version": MAPPING_VERSION,
+                "embedding": {"model_id": model_id, "dimensions": dimensions, "normalized": normalized},
+            },
+            "dynamic_templates": [
+                {
+                    "metadata_keywords": {
+                        "path_match": "metadata.*",
+                        "mapping": {"type": "keyword", "ignore_above": 1024},
+                    }
+                }
+            ],
+            "properties": {
+                "title": text_field,
+                "text": text_field,
+                "ticker": {"type": "keyword"},
+                "doc_type": {"type": "keyword"},
+                "source": {"type": "keyword"},
+                "tenant_id": {"type": "keyword"},
+                "published_at": {"type": "date"},
+                "metadata": {"type": "object", "dynamic": True},
+                "embedding": {
+                    "type": "dense_vector",
+                    "dims": dimensions,
+                    "index": True,
+                    "similarity": "dot_product" if normalized else "cosine",
+                    "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
+                },
+            },
+        },
+    }

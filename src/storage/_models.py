@@ -1,0 +1,200 @@
+"""The data that crosses the public API: documents in, reports and search results out."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "Document",
+    "FailedDocument",
+    "IndexProgress",
+    "IndexReport",
+    "LegReport",
+    "SearchHit",
+    "SearchResponse",
+]
+
+Leg = Literal["bm25", "knn"]
+SearchMode = Literal["bm25", "knn", "hybrid"]
+
+_METADATA_KEY = r"^[A-Za-z0-9_\-]{1,64}$"
+
+
+def derive_id(title: str, text: str, source: str | None) -> str:
+    """A stable id from the content: re-indexing the same document overwrites it instead of duplicating."""
+    digest = hashlib.sha256("\x1f".join((source or "", title, text)).encode("utf-8")).hexdigest()
+    return digest[:32]
+
+
+class Document(BaseModel):
+    """One document to index. ``id`` is yours; if omitted it is derived from source, title and text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    id: str = Field(min_length=1, max_length=512)
+    text: str = Field(min_length=1)
+    title: str = ""
+    ticker: str | None = None
+    doc_type: str | None = None
+    source: str | None = None
+    tenant_id: str | None = None
+    published_at: datetime | date | None = None
+    #: Free keyword metadata, searchable as filters ``metadata.<key>``.
+    metadata: dict[str, str | list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_id(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("id") in (None, ""):
+            data = dict(data)
+            data["id"] = derive_id(str(data.get("title") or ""), str(data.get("text") or ""), data.get("source"))
+        return data
+
+    @field_validator("id")
+    @classmethod
+    def _id_fits(cls, value: str) -> str:
+        if len(value.encode("utf-8")) > 512:
+            raise ValueError("id is longer than Elasticsearch's 512-byte limit")
+        return value
+
+    @field_validator("text")
+    @classmethod
+    def _text_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("text is blank")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_keys(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        for key in value:
+            if not re.match(_METADATA_KEY, key):
+                raise ValueError(f"metadata key {key!r} must match {_METADATA_KEY}")
+        return value
+
+    def embedding_text(self) -> str:
+        """What the embedder sees: the title and the text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+    def to_source(self) -> dict[str, Any]:
+        """The ``_source`` stored in Elasticsearch (without the vector)."""
+        return self.model_dump(mode="json", exclude={"id"}, exclude_none=True)
+
+
+class FailedDocument(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    #: A machine tag: ``embedding_failed``, ``mapping_error``, ``rejected`` (429 after retries),
+    #: ``transport_error``, ``duplicate_in_request``...
+    reason: str
+    detail: str = ""
+    status: int | None = None
+
+
+class IndexReport(BaseModel):
+    """Outcome of :meth:`SearchClient.index_documents`: every submitted id is in exactly one list."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: str
+    indexed: list[str]
+    failed: list[FailedDocument]
+    #: Ids given more than once in one call: indexed once (the last occurrence wins).
+    duplicates: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def failed_ids(self) -> list[str]:
+        return [f.id for f in self.failed]
+
+
+class IndexProgress(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int
+    embedded: int
+    indexed: int
+    failed: int
+
+
+class LegReport(BaseModel):
+    """What one leg did: hits returned, latency, and why it failed if it did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    leg: Leg
+    ok: bool
+    hits: int = 0
+    latency_ms: float = 0.0
+    #: Elasticsearch's own ``took`` (server time) when the leg succeeded.
+    took_ms: int | None = None
+    #: kNN only: time spent embedding the query.
+    embed_ms: float | None = None
+    reason: str | None = None
+    error: str | None = None
+
+
+class SearchHit(BaseModel):
+    """One fused hit with its provenance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    #: Fused score (RRF: Σ w / (k + rank)); only comparable within one response.
+    score: float
+    #: In [0, 1]: the fused score relative to the best score possible; comparable across queries.
+    normalized_score: float
+    #: 1-based rank in each leg that found it (a leg that did not find it is absent).
+    ranks: dict[str, int] = Field(default_factory=dict)
+    #: Each leg's raw score (BM25 score, kNN similarity score).
+    leg_scores: dict[str, float] = Field(default_factory=dict)
+    source: dict[str, Any] = Field(default_factory=dict)
+    #: From the BM25 leg: field -> fragments with the matches in ``<em>``.
+    highlights: dict[str, list[str]] = Field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return str(self.source.get("title", ""))
+
+    @property
+    def text(self) -> str:
+        return str(self.source.get("text", ""))
+
+
+class SearchResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    mode: SearchMode
+    hits: list[SearchHit]
+    #: Fused candidates available for paging (``offset + limit`` within it).
+    total_fused: int
+    offset: int
+    limit: int
+    legs: dict[str, LegReport]
+    #: Documents found by both legs among the candidates.
+    overlap: int
+    fusion: dict[str, Any]
+    degraded: bool = False
+    legs_failed: list[str] = Field(default_factory=list)
+    #: Why the result is degraded (the failed leg's reason tag), None when not.
+    degraded_reason: str | None = None
+    #: What query hygiene changed: ``truncated``, ``control_chars_removed``, ``quotes_repaired``...
+    query_adjustments: list[str] = Field(default_factory=list)
+    latency_ms: float = 0.0
+    correlation_id: str | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        return [h.id for h in self.hits]

@@ -1,0 +1,53 @@
+"""Settings from the environment (prefix ``ES_``), read once by :meth:`SearchClient.from_settings`."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ._fusion import DEFAULT_RRF_K, FusionMethod
+
+__all__ = ["SearchSettings"]
+
+
+class SearchSettings(BaseSettings):
+    """Every field can be set as ``ES_<NAME>`` (e.g. ``ES_URL``, ``ES_INDEX``, ``ES_API_KEY``).
+
+    Secrets are ``SecretStr``: they never appear in ``repr``, logs or errors.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ES_", extra="ignore", frozen=True)
+
+    #: Comma-separated node URLs, e.g. ``http://127.0.0.1:9200``. None: see ElasticsearchNotConfigured.
+    url: str | None = None
+    #: The alias searched and written; the concrete index behind it is ``<index>-000001`` and so on.
+    index: str = Field(default="documents", pattern=r"^[a-z0-9][a-z0-9_.\-]*$", max_length=200)
+    username: str | None = None
+    password: SecretStr | None = None
+    api_key: SecretStr | None = None
+    ca_certs: str | None = None
+    verify_certs: bool = True
+    #: Per-request timeout of the Elasticsearch client (seconds).
+    request_timeout_s: float = Field(default=10.0, gt=0)
+    #: Bulk requests carry many documents: a longer timeout.
+    bulk_timeout_s: float = Field(default=60.0, gt=0)
+    #: Analyzer of ``title``/``text``. ``standard`` is built into every distribution (including the minimal
+    #: integ-test one, which lacks the analysis-common module and so ``english``).
+    analyzer: str = "standard"
+    #: Each leg's budget in a hybrid search; a leg over it is dropped (degraded result), not awaited.
+    leg_timeout_s: float = Field(default=5.0, gt=0)
+    #: Candidates fetched per leg and fused; ``offset + limit`` must fit inside it.
+    window: int = Field(default=50, ge=1, le=10_000)
+    #: kNN ``num_candidates`` (HNSW breadth per shard); at least ``window``.
+    num_candidates: int = Field(default=100, ge=1, le=10_000)
+    fusion: FusionMethod = "rrf"
+    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    bm25_weight: float = Field(default=1.0, ge=0)
+    knn_weight: float = Field(default=1.0, ge=0)
+    #: Documents per bulk request.
+    bulk_chunk_size: int = Field(default=200, ge=1)
+    #: Documents embedded per batch handed to the embedder (which may split further).
+    embed_batch_size: int = Field(default=64, ge=1)
+
+    def hosts(self) -> list[str]:
+        return [u.strip() for u in (self.url or "").split(",") if u.strip()]
