@@ -191,6 +191,8 @@ class LocalElasticsearch:
     stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
     settings: dict[str, str] = field(default_factory=dict)
     name: str = "default"
+    #: Delete the instance directory (data, logs) on stop: for test runs that must leave nothing behind.
+    ephemeral: bool = False
     #: SIGTERM the server when the starting thread dies (False only for the detached `start` command).
     die_with_parent: bool = True
 
@@ -391,6 +393,8 @@ class LocalElasticsearch:
             (self.instance_dir / "pid").unlink()
         with contextlib.suppress(FileNotFoundError):
             (self.instance_dir / "url").unlink()
+        if self.ephemeral:
+            shutil.rmtree(self.instance_dir, ignore_errors=True)
 
     def kill(self) -> None:
         """SIGKILL the whole process group at once (a crash, for fault tests); ``start()`` can follow."""
@@ -445,13 +449,16 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default=os.environ.get("ES_VERSION", DEFAULT_VERSION))
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--heap", default=DEFAULT_HEAP)
+    parser.add_argument("--name", default="cli", help="instance name (data and logs live per name)")
+    parser.add_argument("--ephemeral", action="store_true", help="delete the instance's data and logs on stop")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     node = LocalElasticsearch(
         version=args.version,
         cache_dir=args.cache_dir,
         heap=args.heap,
-        name="cli",
+        name=args.name,
+        ephemeral=args.ephemeral,
         die_with_parent=args.command != "start",
     )
     try:
@@ -474,7 +481,7 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"ES_URL={url}  (pid file: {node.instance_dir / 'pid'}; stop with `python -m storage.local_es stop`)")
         else:
             url = node.start()
-            print(f"Elasticsearch {args.version} is running at {url} - Ctrl-C stops it")
+            print(f"Elasticsearch {args.version} is running at {url} (pid {node.pid}) - Ctrl-C stops it", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
                 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
                 while node.process is not None and node.process.poll() is None:

@@ -1,0 +1,261 @@
+"""SearchClient against the real Elasticsearch, with the fast deterministic HashingEmbedder.
+
+(The same behaviour with the real local model: test_client_local_model.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from elasticsearch import AsyncElasticsearch
+
+from embeddings import HashingEmbedder
+from storage import (
+    DimensionMismatch,
+    Document,
+    IndexNotFound,
+    InvalidDocument,
+    InvalidQuery,
+    SearchClient,
+    SearchSettings,
+)
+
+CORPUS = [
+    Document(
+        id="aapl-1",
+        title="Apple cuts revenue guidance",
+        text="Apple lowered its revenue guidance for the quarter citing weak iPhone demand in China.",
+        ticker="AAPL",
+        doc_type="news",
+        published_at="2024-02-01",
+    ),
+    Document(
+        id="aapl-2",
+        title="Apple annual report",
+        text="Services revenue grew while hardware margins held steady across the fiscal year.",
+        ticker="AAPL",
+        doc_type="filing",
+        published_at="2023-11-03",
+    ),
+    Document(
+        id="msft-1",
+        title="Microsoft raises guidance",
+        text="Microsoft raised its revenue guidance on strong cloud demand.",
+        ticker="MSFT",
+        doc_type="news",
+        published_at="2024-01-25",
+    ),
+    Document(
+        id="msft-2",
+        title="Microsoft cloud growth",
+        text="Azure cloud revenue grew thirty percent.",
+        ticker="MSFT",
+        doc_type="news",
+        published_at="2024-04-25",
+        metadata={"region": "us"},
+    ),
+    Document(
+        id="weather-1",
+        title="Spring weather",
+        text="Rain and mild temperatures expected in April.",
+        doc_type="blog",
+        source="weather-desk",
+    ),
+]
+
+
+async def _load(client: SearchClient) -> None:
+    await client.ensure_index()
+    report = await client.index_documents(CORPUS, refresh=True)
+    assert report.failed == []
+
+
+async def test_each_mode_returns_the_expected_documents(client: SearchClient) -> None:
+    await _load(client)
+    for mode in ("bm25", "knn", "hybrid"):
+        res = await client.search("revenue guidance cut", mode=mode, limit=3)
+        assert res.hits, mode
+        assert res.hits[0].id == "aapl-1", (mode, res.ids)
+        assert "weather-1" not in res.ids[:3]
+        assert set(res.legs) == ({"bm25", "knn"} if mode == "hybrid" else {mode})
+
+
+async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(client: SearchClient) -> None:
+    await _load(client)
+    res = await client.search("revenue guidance", limit=5)
+    top = res.hits[0]
+    assert set(top.ranks) == {"bm25", "knn"} and set(top.leg_scores) == {"bm25", "knn"}
+    assert 0 < top.normalized_score <= 1
+    assert top.score == pytest.approx(1 / (60 + top.ranks["bm25"]) + 1 / (60 + top.ranks["knn"]))
+    assert any("<em>" in frag for frags in top.highlights.values() for frag in frags)
+    assert "embedding" not in top.source
+    assert res.fusion == {
+        "method": "rrf",
+        "k": 60,
+        "weights": {"bm25": 1.0, "knn": 1.0},
+        "window": 50,
+        "num_candidates": 100,
+    }
+    assert res.legs["bm25"].ok and res.legs["knn"].ok
+    assert res.legs["knn"].embed_ms is not None
+    assert res.overlap >= 1
+    assert res.degraded is False and res.legs_failed == []
+
+
+async def test_filters_restrict_both_legs(client: SearchClient) -> None:
+    await _load(client)
+    # Unfiltered, the kNN leg alone ranks the AAPL documents first for this text...
+    unfiltered = await client.search("Apple lowered its revenue guidance", mode="knn", limit=5)
+    assert unfiltered.ids[0] == "aapl-1"
+    # ...filtered to MSFT, neither leg may return an AAPL document.
+    res = await client.search("Apple lowered its revenue guidance", filters={"ticker": "MSFT"}, limit=10)
+    assert res.ids and set(res.ids) <= {"msft-1", "msft-2"}
+    assert res.legs["knn"].hits == 2 and res.legs["bm25"].hits >= 1
+    dated = await client.search("revenue", filters={"published_at": {"gte": "2024-01-01"}, "doc_type": "news"})
+    assert set(dated.ids) == {"aapl-1", "msft-1", "msft-2"}
+    meta = await client.search("cloud", filters={"metadata.region": "us"})
+    assert meta.ids == ["msft-2"]
+    missing = await client.search("weather", filters={"ticker": {"exists": False}})
+    assert missing.ids == ["weather-1"]
+
+
+async def test_tenant_filter_isolates_tenants(client: SearchClient) -> None:
+    await client.ensure_index()
+    docs = [Document(id=f"{t}-1", text="shared words about revenue", tenant_id=t) for t in ("t1", "t2")]
+    await client.index_documents(docs, refresh=True)
+    res = await client.search("revenue", tenant_id="t2")
+    assert res.ids == ["t2-1"]
+
+
+async def test_unknown_filter_field_is_rejected_before_any_request(client: SearchClient) -> None:
+    with pytest.raises(InvalidQuery, match="unknown filter field 'price'"):
+        await client.search("x", filters={"price": 3})
+
+
+async def test_reindexing_the_same_documents_creates_no_duplicates(client: SearchClient) -> None:
+    await _load(client)
+    report = await client.index_documents(CORPUS, refresh=True)
+    assert sorted(report.indexed) == sorted(d.id for d in CORPUS)
+    assert await client.count() == len(CORPUS)
+    derived = [{"title": "No id", "text": "an id is derived from the content"}] * 2
+    report = await client.index_documents(derived, refresh=True)
+    assert report.duplicates == [Document.model_validate(derived[0]).id] and len(report.indexed) == 1
+    await client.index_documents(derived[:1], refresh=True)
+    assert await client.count() == len(CORPUS) + 1
+
+
+async def test_indexed_documents_read_back_with_their_fields(client: SearchClient) -> None:
+    await _load(client)
+    stored = await client.get_document("msft-2")
+    assert stored is not None
+    assert stored["ticker"] == "MSFT" and stored["metadata"] == {"region": "us"}
+    assert "embedding" not in stored
+    assert await client.get_document("nope") is None
+
+
+async def test_index_dimension_mismatch_fails_at_startup(settings: SearchSettings, client: SearchClient) -> None:
+    await client.ensure_index()
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=32)) as other:
+        with pytest.raises(DimensionMismatch, match="64-dim vectors"):
+            await other.ensure_index()
+
+
+async def test_ensure_index_is_idempotent_and_safe_concurrently(client: SearchClient, es: AsyncElasticsearch) -> None:
+    names = await asyncio.gather(*(client.ensure_index() for _ in range(5)))
+    assert set(names) == {f"{client.index}-000001"}
+    aliases = await es.indices.get_alias(name=client.index)
+    assert list(aliases.body) == [f"{client.index}-000001"]
+    mapping = (await es.indices.get_mapping(index=client.index)).body[names[0]]["mappings"]
+    assert mapping["dynamic"] == "strict"
+    assert mapping["properties"]["embedding"]["similarity"] == "dot_product"
+    assert mapping["_meta"]["embedding"] == {"model_id": "hashing-64", "dimensions": 64, "normalized": True}
+
+
+async def test_new_index_version_swaps_the_alias_without_downtime(client: SearchClient) -> None:
+    await _load(client)
+    new = await client.create_index_version()
+    assert new == f"{client.index}-000002"
+    await client.index_documents(CORPUS[:2], index=new, refresh=True)
+    assert await client.count() == len(CORPUS)  # searches still see the old index
+    await client.promote_index(new, delete_old=True)
+    assert await client.count() == 2
+    assert (await client.search("apple")).ids[0].startswith("aapl")
+
+
+async def test_paging_inside_the_fused_window(client: SearchClient) -> None:
+    await _load(client)
+    full = await client.search("revenue cloud guidance", limit=5)
+    page = await client.search("revenue cloud guidance", limit=2, offset=2)
+    assert page.ids == full.ids[2:4]
+    with pytest.raises(InvalidQuery, match="fusion window"):
+        await client.search("revenue", limit=10, offset=45)
+
+
+async def test_hostile_query_text_never_causes_an_elasticsearch_error(client: SearchClient) -> None:
+    await _load(client)
+    for text in [
+        '"revenue guidance',
+        "revenue AND (guidance OR",
+        "a:b [1 TO ] {~^* \\ / ! && ||",
+        "x" * 5000,
+        "rev\x00enue\ud800 guid\u200bance",
+        "-revenue +guidance",
+    ]:
+        res = await client.search(text)
+        assert res.legs["bm25"].ok, text
+    long = await client.search("revenue " * 300)
+    assert "truncated" in long.query_adjustments
+    with pytest.raises(InvalidQuery):
+        await client.search("  \t\n ")
+
+
+async def test_searching_a_missing_index_is_a_typed_error(settings: SearchSettings) -> None:
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as c:
+        with pytest.raises(IndexNotFound):
+            await c.search("anything")
+
+
+async def test_invalid_document_is_rejected_before_anything_is_sent(client: SearchClient) -> None:
+    await client.ensure_index()
+    with pytest.raises(InvalidDocument, match="#1"):
+        await client.index_documents([{"id": "ok", "text": "fine"}, {"id": "bad", "text": "  "}])
+    assert await client.count() == 0
+
+
+async def test_progress_is_reported_and_every_id_is_accounted_for(client: SearchClient) -> None:
+    await client.ensure_index()
+    seen = []
+    docs = [Document(id=f"d{i}", text=f"document number {i} about revenue") for i in range(250)]
+    report = await client.index_documents(docs, progress=seen.append, refresh=True)
+    assert len(report.indexed) == 250 and report.failed == []
+    assert seen[-1].indexed == 250 and seen[-1].embedded == 250
+    assert await client.count() == 250
+
+
+async def test_search_tool_keeps_the_seed_call_shape(client: SearchClient) -> None:
+    await _load(client)
+    res = await client.search_tool("revenue guidance", search_type="bm25", ticker="MSFT", limit=3)
+    assert res.mode == "bm25" and set(res.ids) <= {"msft-1", "msft-2"}
+
+
+async def test_one_structured_event_per_search(client: SearchClient, caplog: pytest.LogCaptureFixture) -> None:
+    await _load(client)
+    caplog.set_level(logging.INFO, logger="storage")
+    await client.search("secret revenue words")
+    records = [r for r in caplog.records if getattr(r, "event.action", None) == "search"]
+    assert len(records) == 1
+    r = records[0]
+    assert getattr(r, "search.mode") == "hybrid" and len(getattr(r, "search.query_hash")) == 16
+    assert getattr(r, "search.legs.knn.hits") > 0 and getattr(r, "search.fusion.k") == 60
+    assert "secret" not in r.getMessage() and all("secret" not in str(v) for v in r.__dict__.values())
+
+
+async def test_closed_client_raises_a_typed_error(settings: SearchSettings) -> None:
+    from storage import ClientClosed
+
+    c = SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64))
+    await c.aclose()
+    with pytest.raises(ClientClosed):
+        await c.search("x")
