@@ -86,7 +86,8 @@ async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(clie
     await _load(client)
     res = await client.search("revenue guidance", limit=5)
     top = res.hits[0]
-    assert set(top.ranks) == {"bm25", "knn"} and set(top.leg_scores) == {"bm25", "knn"}
+    assert set(top.ranks) == {"bm25", "knn"}
+    assert set(top.leg_scores) == {"bm25", "knn"}
     assert 0 < top.normalized_score <= 1
     assert top.score == pytest.approx(1 / (60 + top.ranks["bm25"]) + 1 / (60 + top.ranks["knn"]))
     assert any("<em>" in frag for frags in top.highlights.values() for frag in frags)
@@ -98,10 +99,12 @@ async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(clie
         "window": 50,
         "num_candidates": 100,
     }
-    assert res.legs["bm25"].ok and res.legs["knn"].ok
+    assert res.legs["bm25"].ok
+    assert res.legs["knn"].ok
     assert res.legs["knn"].embed_ms is not None
     assert res.overlap >= 1
-    assert res.degraded is False and res.legs_failed == []
+    assert res.degraded is False
+    assert res.legs_failed == []
 
 
 async def test_filters_restrict_both_legs(client: SearchClient) -> None:
@@ -111,8 +114,10 @@ async def test_filters_restrict_both_legs(client: SearchClient) -> None:
     assert unfiltered.ids[0] == "aapl-1"
     # ...filtered to MSFT, neither leg may return an AAPL document.
     res = await client.search("Apple lowered its revenue guidance", filters={"ticker": "MSFT"}, limit=10)
-    assert res.ids and set(res.ids) <= {"msft-1", "msft-2"}
-    assert res.legs["knn"].hits == 2 and res.legs["bm25"].hits >= 1
+    assert res.ids
+    assert set(res.ids) <= {"msft-1", "msft-2"}
+    assert res.legs["knn"].hits == 2
+    assert res.legs["bm25"].hits >= 1
     dated = await client.search("revenue", filters={"published_at": {"gte": "2024-01-01"}, "doc_type": "news"})
     assert set(dated.ids) == {"aapl-1", "msft-1", "msft-2"}
     meta = await client.search("cloud", filters={"metadata.region": "us"})
@@ -141,7 +146,8 @@ async def test_reindexing_the_same_documents_creates_no_duplicates(client: Searc
     assert await client.count() == len(CORPUS)
     derived = [{"title": "No id", "text": "an id is derived from the content"}] * 2
     report = await client.index_documents(derived, refresh=True)
-    assert report.duplicates == [Document.model_validate(derived[0]).id] and len(report.indexed) == 1
+    assert report.duplicates == [Document.model_validate(derived[0]).id]
+    assert len(report.indexed) == 1
     await client.index_documents(derived[:1], refresh=True)
     assert await client.count() == len(CORPUS) + 1
 
@@ -150,7 +156,8 @@ async def test_indexed_documents_read_back_with_their_fields(client: SearchClien
     await _load(client)
     stored = await client.get_document("msft-2")
     assert stored is not None
-    assert stored["ticker"] == "MSFT" and stored["metadata"] == {"region": "us"}
+    assert stored["ticker"] == "MSFT"
+    assert stored["metadata"] == {"region": "us"}
     assert "embedding" not in stored
     assert await client.get_document("nope") is None
 
@@ -229,15 +236,18 @@ async def test_progress_is_reported_and_every_id_is_accounted_for(client: Search
     seen = []
     docs = [Document(id=f"d{i}", text=f"document number {i} about revenue") for i in range(250)]
     report = await client.index_documents(docs, progress=seen.append, refresh=True)
-    assert len(report.indexed) == 250 and report.failed == []
-    assert seen[-1].indexed == 250 and seen[-1].embedded == 250
+    assert len(report.indexed) == 250
+    assert report.failed == []
+    assert seen[-1].indexed == 250
+    assert seen[-1].embedded == 250
     assert await client.count() == 250
 
 
 async def test_search_tool_keeps_the_seed_call_shape(client: SearchClient) -> None:
     await _load(client)
     res = await client.search_tool("revenue guidance", search_type="bm25", ticker="MSFT", limit=3)
-    assert res.mode == "bm25" and set(res.ids) <= {"msft-1", "msft-2"}
+    assert res.mode == "bm25"
+    assert set(res.ids) <= {"msft-1", "msft-2"}
 
 
 async def test_one_structured_event_per_search(client: SearchClient, caplog: pytest.LogCaptureFixture) -> None:
@@ -247,9 +257,12 @@ async def test_one_structured_event_per_search(client: SearchClient, caplog: pyt
     records = [r for r in caplog.records if getattr(r, "event.action", None) == "search"]
     assert len(records) == 1
     r = records[0]
-    assert getattr(r, "search.mode") == "hybrid" and len(getattr(r, "search.query_hash")) == 16
-    assert getattr(r, "search.legs.knn.hits") > 0 and getattr(r, "search.fusion.k") == 60
-    assert "secret" not in r.getMessage() and all("secret" not in str(v) for v in r.__dict__.values())
+    assert getattr(r, "search.mode") == "hybrid"
+    assert len(getattr(r, "search.query_hash")) == 16
+    assert getattr(r, "search.legs.knn.hits") > 0
+    assert getattr(r, "search.fusion.k") == 60
+    assert "secret" not in r.getMessage()
+    assert all("secret" not in str(v) for v in r.__dict__.values())
 
 
 async def test_closed_client_raises_a_typed_error(settings: SearchSettings) -> None:

@@ -1,0 +1,90 @@
+"""The filter model, the query builders and query hygiene: pure functions, no server."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from storage import Exists, InvalidQuery, Range, Term, Terms
+from storage._filters import parse_filters, to_es_filters
+from storage._queries import bm25_request, knn_request
+from storage._text import clean_query
+
+
+def test_mapping_filters_render_to_term_terms_range_and_exists() -> None:
+    clauses = to_es_filters(
+        parse_filters(
+            {
+                "ticker": "AAPL",
+                "doc_type": ["news", "filing"],
+                "published_at": {"gte": "2024-01-01", "lt": date(2025, 1, 1)},
+                "metadata.region": {"exists": True},
+                "source": {"exists": False},
+                "id": ["a", "b"],
+            }
+        )
+    )
+    assert clauses == [
+        {"term": {"ticker": "AAPL"}},
+        {"terms": {"doc_type": ["news", "filing"]}},
+        {"range": {"published_at": {"gte": "2024-01-01", "lt": "2025-01-01"}}},
+        {"exists": {"field": "metadata.region"}},
+        {"bool": {"must_not": [{"exists": {"field": "source"}}]}},
+        {"terms": {"_id": ["a", "b"]}},
+    ]
+
+
+def test_filter_objects_are_accepted_as_a_list() -> None:
+    filters = [Term("ticker", "X"), Terms("source", ("a",)), Range("published_at", gte="2024-01-01"), Exists("title")]
+    with pytest.raises(InvalidQuery, match="unknown filter field 'title'"):
+        parse_filters(filters)
+    assert len(parse_filters(filters[:3])) == 3
+
+
+@pytest.mark.parametrize(
+    ("filters", "match"),
+    [
+        ({"price": 1}, "unknown filter field"),
+        ({"embedding": [1]}, "unknown filter field"),
+        ({"ticker": []}, "empty list"),
+        ({"ticker": {"gte": 1, "foo": 2}}, "range"),
+        ({"published_at": {"gte": "yesterday"}}, "ISO-8601"),
+        ({"published_at": {"gt": "2024-01-01", "gte": "2024-01-01"}}, "one lower"),
+        ({"ticker": {"exists": "yes"}}, "true or false"),
+        ({"ticker": None}, "expected a string"),
+        ({"metadata.bad key": "x"}, "unknown filter field"),
+        ("ticker=AAPL", "mapping"),
+    ],
+)
+def test_malformed_filters_are_typed_errors(filters: object, match: str) -> None:
+    with pytest.raises(InvalidQuery, match=match):
+        parse_filters(filters)  # type: ignore[arg-type]
+
+
+def test_both_legs_receive_the_same_filter_clauses() -> None:
+    clauses = to_es_filters(parse_filters({"ticker": "AAPL"}))
+    bm25 = bm25_request("q", filters=clauses, size=50)
+    knn = knn_request([0.1, 0.2], filters=clauses, k=50, num_candidates=20, similarity=0.5)
+    assert bm25["query"]["bool"]["filter"] == knn["knn"]["filter"] == clauses
+    assert knn["knn"]["num_candidates"] == 50  # never below k
+    assert knn["knn"]["similarity"] == 0.5
+    assert bm25["source"] == knn["source"] == {"excludes": ["embedding"]}
+    assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["flags"] == "PHRASE|WHITESPACE"
+
+
+def test_query_hygiene_repairs_what_it_can() -> None:
+    q = clean_query('  revenue\t"guidance \x00cut\ud800 ')
+    assert q.text == "revenue guidance cut"
+    assert q.adjustments == ["control_chars_removed", "quotes_repaired"]
+    assert clean_query('"exact phrase" here').text == '"exact phrase" here'
+    long = clean_query("word " * 400)
+    assert len(long.text) <= 1000
+    assert "truncated" in long.adjustments
+    assert long.original_length == 2000
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\x00\x01", '"', None, 42])
+def test_empty_or_non_text_queries_are_invalid(text: object) -> None:
+    with pytest.raises(InvalidQuery):
+        clean_query(text)

@@ -1,0 +1,90 @@
+"""The public surface: what is exported, how errors nest, and what settings and documents accept."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+import embeddings
+import storage
+from storage import (
+    CircuitOpen,
+    ConfigurationError,
+    DependencyUnavailable,
+    Document,
+    ElasticsearchNotConfigured,
+    SearchClient,
+    SearchError,
+    SearchSettings,
+)
+
+
+@pytest.mark.parametrize("module", [storage, embeddings])
+def test_exports_are_sorted_and_importable(module: object) -> None:
+    names = module.__all__  # type: ignore[attr-defined]
+    assert names == sorted(names, key=lambda n: (not n.isupper(), n)) or names == sorted(names)
+    for name in names:
+        assert getattr(module, name) is not None
+
+
+def test_every_error_is_a_search_error() -> None:
+    for name in storage.__all__:
+        obj = getattr(storage, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, SearchError), name
+    assert issubclass(CircuitOpen, DependencyUnavailable)
+    assert issubclass(ElasticsearchNotConfigured, ConfigurationError)
+
+
+def test_embeddings_never_imports_storage() -> None:
+    import ast
+    import pathlib
+
+    for path in pathlib.Path(embeddings.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                mods = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                assert not any(m.split(".")[0] in ("storage", "elasticsearch") for m in mods), path
+
+
+def test_missing_es_url_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ES_URL", raising=False)
+    with pytest.raises(ElasticsearchNotConfigured, match=r"python -m storage\.local_es start"):
+        SearchClient.from_settings(embedder=embeddings.HashingEmbedder())
+
+
+def test_settings_read_the_environment_and_hide_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ES_URL", "http://a:9200, http://b:9200")
+    monkeypatch.setenv("ES_INDEX", "filings")
+    monkeypatch.setenv("ES_API_KEY", "s3cr3t")
+    s = SearchSettings()
+    assert s.hosts() == ["http://a:9200", "http://b:9200"]
+    assert s.index == "filings"
+    assert isinstance(s.api_key, SecretStr)
+    assert "s3cr3t" not in repr(s)
+
+
+def test_document_ids_are_explicit_or_derived_deterministically() -> None:
+    a = Document(text="body", title="t")
+    b = Document.model_validate({"text": "body", "title": "t"})
+    assert a.id == b.id
+    assert len(a.id) == 32
+    assert Document(id="x", text="body").id == "x"
+    assert Document(text="body", title="t", source="other").id != a.id
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"text": ""},
+        {"text": "  "},
+        {"id": "x" * 513, "text": "t"},
+        {"text": "t", "unknown": 1},
+        {"text": "t", "metadata": {"a.b": "x"}},
+        {"text": "t", "published_at": "not a date"},
+    ],
+)
+def test_invalid_documents_are_rejected(data: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Document.model_validate(data)
