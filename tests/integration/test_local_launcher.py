@@ -1,0 +1,95 @@
+"""The local launcher never leaves a JVM behind: not on Ctrl-C, not when its parent is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from storage.local_es import DEFAULT_VERSION, LocalElasticsearch, default_cache_dir, find_java_home
+
+pytestmark = pytest.mark.slow
+
+
+def _processes_mentioning(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _wait_gone(marker: str, timeout_s: float) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while (alive := _processes_mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+def _start_cli(name: str) -> tuple[subprocess.Popen[str], str]:
+    version = os.environ.get("ES_VERSION", DEFAULT_VERSION)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "storage.local_es", "run", "--name", name, "--ephemeral", "--version", version],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 180
+    for line in proc.stdout:
+        if "is running at" in line:
+            return proc, line
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    proc.communicate()
+    pytest.fail("the launcher did not report a running Elasticsearch")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "parent-killed"])
+def test_no_jvm_survives_an_interrupted_or_killed_launcher(sig: signal.Signals) -> None:
+    name = f"orphan-check-{uuid.uuid4().hex[:8]}"
+    marker = f"local-{name}"  # node.name=local-<name> is on the JVM's command line
+    proc, line = _start_cli(name)
+    jvms = _processes_mentioning(marker)
+    assert jvms, f"no JVM found for {line!r}"
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)  # waits and closes the pipe
+    survivors = _wait_gone(marker, timeout_s=30)
+    for pid in survivors:  # clean up before failing, by PID
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], f"JVM(s) left running after {sig.name}: {survivors}"
+    if sig == signal.SIGINT:
+        assert not (default_cache_dir() / "instances").joinpath(f"{DEFAULT_VERSION}-{name}").exists()
+
+
+def test_stop_terminates_the_whole_process_group() -> None:
+    node = LocalElasticsearch(name=f"stop-check-{uuid.uuid4().hex[:8]}", ephemeral=True)
+    url = node.start()
+    assert url.startswith("http://127.0.0.1:")
+    pid = node.pid
+    assert pid is not None
+    node.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert not node.instance_dir.exists()
+
+
+def test_jdk_is_chosen_to_fit_the_version() -> None:
+    for version, major in (("8.19.21", 17), ("9.3.8", 21)):
+        home = find_java_home(version)
+        release = (home / "release").read_text()
+        found = int(release.split('JAVA_VERSION="')[1].split(".")[0].split('"')[0])
+        assert found >= major, (version, home)
