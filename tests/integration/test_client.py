@@ -72,6 +72,7 @@ async def _load(client: SearchClient) -> None:
     assert report.failed == []
 
 
+@pytest.mark.smoke
 async def test_each_mode_returns_the_expected_documents(client: SearchClient) -> None:
     await _load(client)
     for mode in ("bm25", "knn", "hybrid"):
@@ -107,6 +108,7 @@ async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(clie
     assert res.legs_failed == []
 
 
+@pytest.mark.smoke
 async def test_filters_restrict_both_legs(client: SearchClient) -> None:
     await _load(client)
     # Unfiltered, the kNN leg alone ranks the AAPL documents first for this text...
@@ -162,6 +164,7 @@ async def test_indexed_documents_read_back_with_their_fields(client: SearchClien
     assert await client.get_document("nope") is None
 
 
+@pytest.mark.smoke
 async def test_index_dimension_mismatch_fails_at_startup(settings: SearchSettings, client: SearchClient) -> None:
     await client.ensure_index()
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=32)) as other:
@@ -200,6 +203,7 @@ async def test_paging_inside_the_fused_window(client: SearchClient) -> None:
         await client.search("revenue", limit=10, offset=45)
 
 
+@pytest.mark.smoke
 async def test_hostile_query_text_never_causes_an_elasticsearch_error(client: SearchClient) -> None:
     await _load(client)
     for text in [

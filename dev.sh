@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The two commands of this project, on a fresh machine:
+#   ./dev.sh demo   start a local Elasticsearch if ES_URL is unset, index a small corpus, search, stop
+#   ./dev.sh test   lint, type-check and run the whole test suite against a real Elasticsearch
+# Both create .venv and install what is needed first (Python >= 3.11, Maven and a JDK for the local server).
+set -euo pipefail
+cd "$(dirname "$0")"
+REPO="$(pwd)"
+VENV="$REPO/.venv"
+ES_VERSION_MAIN="${ES_VERSION:-8.19.21}"
+# Newest 9.x found on Maven Central (9.4.0 and later were not published as integ-test-zip at the time of writing).
+ES_VERSION_NEXT="${ES_VERSION_NEXT:-9.3.8}"
+
+python_bin() {
+  for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+    [ -n "$candidate" ] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "error: Python >= 3.11 is needed (set PYTHON=/path/to/python3.11)" >&2
+  return 1
+}
+
+setup() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "== creating $VENV"
+    "$(python_bin)" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "== installing the package and its dev dependencies"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[dev]"
+    touch "$stamp"
+  fi
+}
+
+# Any JVM still running from this checkout's Elasticsearch cache is a leak.
+check_no_jvm_left() {
+  "$VENV/bin/python" - "$REPO/.cache/elasticsearch" <<'PY'
+import pathlib, sys
+marker = sys.argv[1].encode()
+leaked = []
+for proc in pathlib.Path("/proc").iterdir():
+    try:
+        cmd = (proc / "cmdline").read_bytes()
+    except OSError:
+        continue
+    if proc.name.isdigit() and marker in cmd and b"org.elasticsearch" in cmd:
+        leaked.append(proc.name)
+if leaked:
+    sys.exit(f"error: Elasticsearch JVM(s) left running: pids {' '.join(leaked)}")
+print("== no Elasticsearch JVM left running")
+PY
+}
+
+run_tests() {
+  local py="$VENV/bin/python"
+  echo "== ruff"
+  "$VENV/bin/ruff" check --output-format concise .
+  "$VENV/bin/ruff" format --check .
+  echo "== mypy --strict"
+  "$VENV/bin/mypy"
+  echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
+  local status=0
+  ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest "$@" || status=$?
+  check_no_jvm_left || status=1
+  [ "$status" -eq 0 ] || return "$status"
+  if [ -n "${ES_URL:-}" ]; then
+    echo "== ES_URL is set: the second pass against Elasticsearch $ES_VERSION_NEXT is skipped"
+    return 0
+  fi
+  if ! "$py" -c "from storage.local_es import find_java_home; find_java_home('$ES_VERSION_NEXT')" 2>/dev/null; then
+    echo "error: no JDK >= 21 for Elasticsearch $ES_VERSION_NEXT (set ES_JAVA_HOME)" >&2
+    return 1
+  fi
+  echo "== pytest -m smoke against Elasticsearch $ES_VERSION_NEXT"
+  ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m smoke "$@" || status=$?
+  check_no_jvm_left || status=1
+  return "$status"
+}
+
+case "${1:-}" in
+  demo)
+    shift
+    setup
+    exec "$VENV/bin/hybrid-search" demo "$@"
+    ;;
+  test)
+    shift
+    setup
+    started=$(date +%s)
+    status=0
+    run_tests "$@" || status=$?
+    echo "== ./dev.sh test finished in $(($(date +%s) - started)) s with status $status"
+    exit "$status"
+    ;;
+  *)
+    echo "usage: ./dev.sh demo [query] | ./dev.sh test [pytest args]" >&2
+    exit 2
+    ;;
+esac
