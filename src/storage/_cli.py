@@ -13,8 +13,8 @@ import os
 import sys
 import time
 import uuid
-from datetime import date
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import date
 from typing import Any, TextIO
 
 from embeddings import create_embedder

@@ -397,6 +397,7 @@ class SearchClient:
                 es,
                 actions(),
                 chunk_size=self._settings.bulk_chunk_size,
+                max_chunk_bytes=self._settings.bulk_max_bytes,
                 max_retries=3,  # per-item 429 (rejected) retries, with backoff
                 initial_backoff=0.5,
                 max_backoff=8,
