@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, Self, cast, get_args
+from typing import Any, Literal, Self, TypeVar, cast, get_args
 
-from elastic_transport import ObjectApiResponse
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.helpers import async_streaming_bulk
 from pydantic import ValidationError
@@ -51,12 +51,14 @@ from ._models import (
     SearchResponse,
 )
 from ._queries import bm25_request, knn_request
+from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
 from ._text import clean_query
 
 __all__ = ["ProgressCallback", "SearchClient"]
 
 ProgressCallback = Callable[[IndexProgress], None]
+T = TypeVar("T")
 _MODES: tuple[str, ...] = get_args(SearchMode)
 _FUSIONS: tuple[str, ...] = get_args(FusionMethod)
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
@@ -88,6 +90,8 @@ class SearchClient:
         settings: SearchSettings | None = None,
         *,
         owns_clients: bool = True,
+        es_policy: ResiliencePolicy | None = None,
+        embeddings_policy: ResiliencePolicy | None = None,
     ) -> None:
         self._es = es
         self._embedder = embedder
@@ -95,6 +99,8 @@ class SearchClient:
         self._owns = owns_clients
         self._closed = False
         self._checked_index: str | None = None
+        self._es_resilience = Resilience("elasticsearch", es_policy or self._settings.es_policy())
+        self._embed_resilience = Resilience("embeddings", embeddings_policy or self._settings.embeddings_policy())
 
     # -- construction and lifecycle -------------------------------------------------------------------
 
@@ -141,6 +147,8 @@ class SearchClient:
         if self._closed:
             return
         self._closed = True
+        self._es_resilience.close()
+        self._embed_resilience.close()
         if self._owns:
             try:
                 await self._es.close()
@@ -160,6 +168,11 @@ class SearchClient:
         return self._embedder
 
     @property
+    def resilience(self) -> dict[str, Resilience]:
+        """The per-dependency stacks (breaker state, counters)."""
+        return {"elasticsearch": self._es_resilience, "embeddings": self._embed_resilience}
+
+    @property
     def index(self) -> str:
         """The alias searched and written."""
         return self._settings.index
@@ -170,26 +183,49 @@ class SearchClient:
 
     # -- Elasticsearch calls (one place, so the resilience layer wraps them all) ------------------------
 
-    async def _es_call(self, op: Callable[[], Awaitable[ObjectApiResponse[Any]]]) -> ObjectApiResponse[Any]:
+    async def _es_call(
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        deadline_s: float | None = None,
+        attempt_timeout_s: float | None = None,
+    ) -> T:
+        """Every Elasticsearch request goes through here: error mapping inside the resilience stack."""
         self._check_open()
-        try:
-            return await op()
-        except SearchError:
-            raise
-        except Exception as exc:
-            raise map_es_error(exc) from exc
+
+        async def attempt() -> T:
+            try:
+                return await op()
+            except SearchError:
+                raise
+            except Exception as exc:
+                raise map_es_error(exc) from exc
+
+        return await self._es_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+
+    async def _embed_call(
+        self, op: Callable[[], Awaitable[T]], *, deadline_s: float | None = None, attempt_timeout_s: float | None = None
+    ) -> T:
+        """Every embedding call goes through here: its own stack, so one breaker never blocks the other."""
+        self._check_open()
+
+        async def attempt() -> T:
+            try:
+                return await op()
+            except EmbeddingError as exc:
+                raise map_embedding_error(exc) from exc
+
+        return await self._embed_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
 
     async def _embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        try:
-            return await self._embedder.embed_documents(texts)
-        except EmbeddingError as exc:
-            raise map_embedding_error(exc) from exc
+        # A batch of documents may legitimately take longer than one query: half a second per text on top.
+        budget = self._settings.embeddings_timeout_s + 0.5 * len(texts)
+        return await self._embed_call(
+            lambda: self._embedder.embed_documents(texts), deadline_s=budget * 2, attempt_timeout_s=budget
+        )
 
-    async def _embed_query(self, text: str) -> Vector:
-        try:
-            return await self._embedder.embed_query(text)
-        except EmbeddingError as exc:
-            raise map_embedding_error(exc) from exc
+    async def _embed_query(self, text: str, *, deadline_s: float | None = None) -> Vector:
+        return await self._embed_call(lambda: self._embedder.embed_query(text), deadline_s=deadline_s)
 
     # -- index management ------------------------------------------------------------------------------
 
@@ -376,46 +412,47 @@ class SearchClient:
             finally:
                 await queue.put(None)
 
-        sent: set[str] = set()
-
-        async def actions() -> AsyncIterator[dict[str, Any]]:
+        async def consume() -> None:
             while (item := await queue.get()) is not None:
-                for doc, vector in item:
-                    sent.add(doc.id)
-                    yield {
+                actions = [
+                    {
                         "_op_type": "index",
                         "_index": target,
                         "_id": doc.id,
                         "_source": {**doc.to_source(), "embedding": vector},
                     }
+                    for doc, vector in item
+                ]
+                try:
+                    results = await self._es_call(
+                        functools.partial(self._bulk, actions),
+                        deadline_s=self._settings.bulk_timeout_s * 2,
+                        attempt_timeout_s=self._settings.bulk_timeout_s,
+                    )
+                except SearchError as exc:
+                    # The whole batch failed after retries (or fast, breaker open): report it, go on.
+                    for doc, _ in item:
+                        failed.append(
+                            FailedDocument(
+                                id=doc.id,
+                                reason=exc.reason if exc.reason != "error" else "transport_error",
+                                detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: "
+                                "ids are explicit)",
+                            )
+                        )
+                    report_progress()
+                    continue
+                for ok, info in results:
+                    doc_id = str(info.get("_id"))
+                    if ok:
+                        indexed.append(doc_id)
+                    else:
+                        failed.append(_bulk_failure(doc_id, info))
+                report_progress()
 
         producer = asyncio.create_task(produce(), name="storage-embed-producer")
-        transport_failure: SearchError | None = None
         try:
-            es = self._es.options(request_timeout=self._settings.bulk_timeout_s)
-            async for ok, item in async_streaming_bulk(
-                es,
-                actions(),
-                chunk_size=self._settings.bulk_chunk_size,
-                max_chunk_bytes=self._settings.bulk_max_bytes,
-                max_retries=3,  # per-item 429 (rejected) retries, with backoff
-                initial_backoff=0.5,
-                max_backoff=8,
-                raise_on_error=False,
-                raise_on_exception=False,
-                yield_ok=True,
-            ):
-                info = next(iter(item.values()))
-                doc_id = str(info.get("_id"))
-                if ok:
-                    indexed.append(doc_id)
-                else:
-                    failed.append(_bulk_failure(doc_id, info))
-                report_progress()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            transport_failure = exc if isinstance(exc, SearchError) else map_es_error(exc)
+            await consume()
         finally:
             if not producer.done():
                 producer.cancel()
@@ -423,13 +460,9 @@ class SearchClient:
         if not producer.cancelled() and (producer_exc := producer.exception()) is not None:
             raise producer_exc
         accounted = set(indexed) | {f.id for f in failed}
-        for doc in docs:
+        for doc in docs:  # defensive: every id is accounted for, whatever happened above
             if doc.id not in accounted:
-                reason = "transport_error" if doc.id in sent else "not_sent"
-                detail = str(transport_failure) if transport_failure else "bulk indexing stopped"
-                if doc.id in sent:
-                    detail += " (outcome unknown; re-sending is safe: ids are explicit)"
-                failed.append(FailedDocument(id=doc.id, reason=reason, detail=detail))
+                failed.append(FailedDocument(id=doc.id, reason="not_sent", detail="bulk indexing stopped"))
         if refresh and indexed:
             await self._es_call(lambda: self._es.indices.refresh(index=target))
         report_progress()
@@ -453,6 +486,26 @@ class SearchClient:
             },
         )
         return report
+
+    async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
+        """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
+        request-level error raises (and the resilience stack retries the batch: ids make it idempotent)."""
+        es = self._es.options(request_timeout=self._settings.bulk_timeout_s)
+        out: list[tuple[bool, dict[str, Any]]] = []
+        async for ok, item in async_streaming_bulk(
+            es,
+            actions,
+            chunk_size=self._settings.bulk_chunk_size,
+            max_chunk_bytes=self._settings.bulk_max_bytes,
+            max_retries=3,
+            initial_backoff=0.5,
+            max_backoff=8,
+            raise_on_error=False,
+            raise_on_exception=True,
+            yield_ok=True,
+        ):
+            out.append((ok, next(iter(item.values()))))
+        return out
 
     async def _embed_batch_isolating(
         self, batch: list[Document]
@@ -651,7 +704,7 @@ class SearchClient:
 
     async def _bm25_leg(self, out: _LegOutcome, index: str, body: dict[str, Any]) -> None:
         es = self._es.options(request_timeout=self._settings.leg_timeout_s)
-        resp = await self._es_call(lambda: es.search(index=index, **body))
+        resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=self._settings.leg_timeout_s)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
 
     async def _knn_leg(
@@ -665,13 +718,15 @@ class SearchClient:
         similarity: float | None,
     ) -> None:
         t0 = time.perf_counter()
+        budget = self._settings.leg_timeout_s
         out.waiting_on = "embeddings"
-        vector = await self._embed_query(text)
+        vector = await self._embed_query(text, deadline_s=budget)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
         body = knn_request(vector, filters=clauses, k=k, num_candidates=num_candidates, similarity=similarity)
-        es = self._es.options(request_timeout=self._settings.leg_timeout_s)
-        resp = await self._es_call(lambda: es.search(index=index, **body))
+        es = self._es.options(request_timeout=budget)
+        remaining = max(budget - (time.perf_counter() - t0), 0.001)
+        resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=remaining)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
 
     def _log_search(

@@ -6,6 +6,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._fusion import DEFAULT_RRF_K, FusionMethod
+from ._resilience import ResiliencePolicy
 
 __all__ = ["SearchSettings"]
 
@@ -51,6 +52,34 @@ class SearchSettings(BaseSettings):
     bulk_max_bytes: int = Field(default=1_000_000, ge=10_000)
     #: Documents embedded per batch handed to the embedder (which may split further).
     embed_batch_size: int = Field(default=64, ge=1)
+
+    # Resilience (one stack per dependency; see storage._resilience for the reasons of the defaults).
+    retry_attempts: int = Field(default=3, ge=1, le=10)
+    breaker_fail_max: int = Field(default=5, ge=1)
+    breaker_reset_s: float = Field(default=30.0, gt=0)
+    max_concurrency: int = Field(default=32, ge=1)
+    operation_deadline_s: float = Field(default=15.0, gt=0)
+    embeddings_timeout_s: float = Field(default=10.0, gt=0)
+
+    def es_policy(self) -> ResiliencePolicy:
+        return ResiliencePolicy(
+            attempts=self.retry_attempts,
+            fail_max=self.breaker_fail_max,
+            reset_timeout_s=self.breaker_reset_s,
+            max_concurrency=self.max_concurrency,
+            deadline_s=self.operation_deadline_s,
+            attempt_timeout_s=self.request_timeout_s,
+        )
+
+    def embeddings_policy(self) -> ResiliencePolicy:
+        return ResiliencePolicy(
+            attempts=self.retry_attempts,
+            fail_max=self.breaker_fail_max,
+            reset_timeout_s=self.breaker_reset_s,
+            max_concurrency=self.max_concurrency,
+            deadline_s=max(self.operation_deadline_s, self.embeddings_timeout_s),
+            attempt_timeout_s=self.embeddings_timeout_s,
+        )
 
     def hosts(self) -> list[str]:
         return [u.strip() for u in (self.url or "").split(",") if u.strip()]
