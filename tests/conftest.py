@@ -18,6 +18,9 @@ from embeddings import HashingEmbedder
 from storage import SearchClient, SearchSettings
 
 from ._elasticsearch import ElasticsearchUnderTest, provide_elasticsearch
+from ._scripted import scripted_server
+
+__all__ = ["scripted_server"]  # a shared fixture
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent

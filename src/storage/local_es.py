@@ -198,6 +198,7 @@ class LocalElasticsearch:
 
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     http_port: int | None = field(default=None, init=False)
+    transport_port: int | None = field(default=None, init=False)
 
     # -- paths -------------------------------------------------------------------------------------------
     @property
@@ -286,13 +287,15 @@ class LocalElasticsearch:
         logs = self.instance_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        self.http_port = _free_port()
+        # A restart keeps its ports, so clients configured with the URL reconnect by themselves.
+        self.http_port = self.http_port or _free_port()
+        self.transport_port = self.transport_port or _free_port()
         es_settings = {
             "cluster.name": f"hybrid-search-local-{self.name}",
             "node.name": f"local-{self.name}",
             "network.host": "127.0.0.1",
             "http.port": str(self.http_port),
-            "transport.port": str(_free_port()),
+            "transport.port": str(self.transport_port),
             "discovery.type": "single-node",
             "xpack.security.enabled": "false",
             "path.data": str(data),

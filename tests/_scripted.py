@@ -1,0 +1,84 @@
+"""A scripted HTTP server on 127.0.0.1 for error paths (an OpenAI-compatible or Elasticsearch-like peer)."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ScriptedServer:
+    """An OpenAI-compatible endpoint whose next answers are scripted: (status, headers, body)."""
+
+    url: str
+    answers: list[tuple[int, dict[str, str], bytes]] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    default: Callable[[dict[str, Any]], tuple[int, dict[str, str], bytes]] | None = None
+
+    def script(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
+        raw = body if isinstance(body, bytes) else json.dumps(body, allow_nan=True).encode()
+        self.answers.append((status, {"content-type": "application/json", **(headers or {})}, raw))
+
+
+def embeddings_body(n: int, dims: int, value: float = 0.5) -> dict[str, Any]:
+    vec = [value] + [0.0] * (dims - 1) if not math.isnan(value) else [value] * dims
+    return {
+        "object": "list",
+        "model": "scripted",
+        "data": [{"object": "embedding", "index": i, "embedding": vec} for i in range(n)],
+        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[ScriptedServer]:
+    port = _free_port()
+    server = ScriptedServer(url=f"http://127.0.0.1:{port}/v1")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            payload = json.loads(self.rfile.read(length) or b"{}")
+            server.requests.append({"path": self.path, "body": payload, "auth": self.headers.get("authorization")})
+            if server.answers:
+                status, headers, body = server.answers.pop(0)
+            elif server.default is not None:
+                status, headers, body = server.default(payload)
+            else:
+                status, headers, body = 500, {}, b"no answer scripted"
+            try:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout tests)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

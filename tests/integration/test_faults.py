@@ -1,0 +1,220 @@
+"""Faults against the real Elasticsearch (through a TCP fault proxy, or by killing the process) and a
+failing embedder. Each scenario asserts what "nothing lost" means and prints its figures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from embeddings import HashingEmbedder, OpenAIEmbedder
+from storage import (
+    CircuitOpen,
+    DependencyUnavailable,
+    Document,
+    SearchClient,
+    SearchFailed,
+    SearchSettings,
+)
+from storage._resilience import ResiliencePolicy
+from storage.local_es import LocalElasticsearch
+
+from .._faultproxy import FaultProxy
+from .._scripted import ScriptedServer
+
+DOCS = [Document(id=f"doc-{i}", title=f"title {i}", text=f"revenue guidance number {i} text") for i in range(20)]
+FAST = ResiliencePolicy(
+    attempts=3,
+    backoff_initial_s=0.05,
+    backoff_max_s=0.2,
+    fail_max=5,
+    reset_timeout_s=1.0,
+    attempt_timeout_s=2.0,
+    deadline_s=5.0,
+)
+
+
+@pytest.fixture
+async def proxy(es_url: str) -> AsyncIterator[FaultProxy]:
+    parsed = urllib.parse.urlparse(es_url)
+    p = await FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 9200).start()
+    yield p
+    await p.stop()
+
+
+@pytest.fixture
+async def loaded(client: SearchClient) -> SearchClient:
+    await client.ensure_index()
+    assert (await client.index_documents(DOCS, refresh=True)).ok
+    return client
+
+
+def _client(url: str, index: str, embedder: object = None, **settings: float) -> SearchClient:
+    s = SearchSettings(url=url, index=index, **settings)  # type: ignore[arg-type]
+    return SearchClient(
+        SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64))._es,
+        embedder or HashingEmbedder(dimensions=64),  # type: ignore[arg-type]
+        s,
+        es_policy=FAST,
+        embeddings_policy=FAST,
+    )
+
+
+async def test_cluster_down_opens_the_breaker_fails_fast_and_recovers_with_one_probe(
+    loaded: SearchClient, proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="storage")
+    async with _client(proxy.url, loaded.index) as c:
+        await proxy.set_mode("reset")
+        started = time.perf_counter()
+        calls = 0
+        while c.resilience["elasticsearch"].state != "open" and calls < 5:
+            calls += 1
+            with pytest.raises(SearchFailed) as info:
+                await c.search("revenue", mode="bm25")
+            assert isinstance(info.value.leg_errors["bm25"], DependencyUnavailable)
+        sent_while_down = proxy.requests
+        assert sent_while_down <= calls * FAST.attempts
+        assert c.resilience["elasticsearch"].state == "open"
+        with pytest.raises(SearchFailed) as info:
+            await c.search("revenue", mode="bm25")
+        assert isinstance(info.value.leg_errors["bm25"], CircuitOpen)
+        assert proxy.requests == sent_while_down  # failed fast: nothing sent
+        opened = [r for r in caplog.records if getattr(r, "resilience.breaker.to", None) == "open"]
+        assert len(opened) == 1
+        down_s = time.perf_counter() - started
+
+        await proxy.set_mode("pass")
+        await asyncio.sleep(FAST.reset_timeout_s + 0.1)
+        before = proxy.requests
+        results = await asyncio.gather(*(c.search("revenue", mode="bm25") for _ in range(20)), return_exceptions=True)
+        ok = [r for r in results if not isinstance(r, BaseException)]
+        assert len(ok) == 1
+        assert proxy.requests - before == 1  # exactly one probe
+        assert c.resilience["elasticsearch"].state == "closed"
+        assert (await c.search("revenue", mode="bm25")).hits
+    print(f"\ncluster down: {sent_while_down} requests for {calls} calls, open after {down_s:.2f} s; recovery: 1 probe")
+
+
+async def test_latency_above_the_attempt_timeout_is_a_typed_timeout(loaded: SearchClient, proxy: FaultProxy) -> None:
+    async with _client(proxy.url, loaded.index, leg_timeout_s=1.5) as c:
+        await proxy.set_mode("latency", latency_s=3.0)
+        started = time.perf_counter()
+        with pytest.raises(SearchFailed) as info:
+            await c.search("revenue", mode="bm25")
+        elapsed = time.perf_counter() - started
+        assert info.value.leg_errors["bm25"].reason == "timeout"
+        assert elapsed < 1.5 + 0.5
+    print(f"\nlatency 3 s vs leg budget 1.5 s: typed timeout after {elapsed:.2f} s")
+
+
+async def test_connection_reset_mid_response_on_a_write_still_leaves_one_document_per_id(
+    loaded: SearchClient, proxy: FaultProxy
+) -> None:
+    async with _client(proxy.url, loaded.index) as c:
+        c._checked_index = loaded.index  # already ensured by the direct client
+        await proxy.set_mode("cut_response", cut_after=20, cut_times=1)
+        new = [Document(id=f"new-{i}", text=f"fresh document {i}") for i in range(10)]
+        report = await c.index_documents(new, refresh=True)
+    assert sorted(report.indexed) == sorted(d.id for d in new)
+    assert report.failed == []
+    assert await loaded.count() == len(DOCS) + len(new)  # the cut write was applied once, the retry overwrote
+    print(f"\nreset mid-response on bulk: {len(report.indexed)} acknowledged, count {len(DOCS) + len(new)}")
+
+
+async def test_non_retryable_error_is_one_request_and_leaves_the_breaker_closed(
+    loaded: SearchClient, proxy: FaultProxy
+) -> None:
+    async with _client(proxy.url, loaded.index) as c:
+        before = proxy.requests
+        assert await c.get_document("missing-id") is None  # 404 handled
+        with pytest.raises(Exception):  # noqa: B017, PT011 - any typed error: a 400 from a bad refresh target
+            await c._es_call(lambda: c._es.indices.refresh(index="bad,,name"))
+        assert proxy.requests - before == 2
+        assert c.resilience["elasticsearch"].state == "closed"
+        assert c.resilience["elasticsearch"].breaker.fail_counter == 0
+
+
+async def test_embedder_down_degrades_hybrid_to_bm25_and_ingest_indexes_nothing_without_vectors(
+    loaded: SearchClient, es_url: str
+) -> None:
+    dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
+    async with _client(es_url, loaded.index, embedder=dead) as c:
+        res = await c.search("revenue guidance")
+        assert res.degraded
+        assert res.legs_failed == ["knn"]
+        assert res.degraded_reason == "connection_error"
+        assert res.hits
+        assert all(set(h.ranks) == {"bm25"} for h in res.hits)
+        with pytest.raises(SearchFailed):
+            await c.search("revenue guidance", strict=True)
+        docs = [Document(id=f"unembedded-{i}", text="never indexed without a vector") for i in range(5)]
+        report = await c.index_documents(docs, index=loaded.index, refresh=True)
+    assert report.indexed == []
+    assert {f.reason for f in report.failed} == {"embedding_failed"}
+    assert len(report.failed) == 5
+    assert await loaded.count(filters={"id": [d.id for d in docs]}) == 0
+
+
+async def test_embedder_429_with_retry_after_degrades_with_the_reason(
+    loaded: SearchClient, es_url: str, scripted_server: ScriptedServer
+) -> None:
+    for _ in range(5):
+        scripted_server.script(429, {"error": {"message": "slow down"}}, {"retry-after": "30"})
+    emb = OpenAIEmbedder(model="m", dimensions=64, base_url=scripted_server.url, api_key="k", timeout_s=1)
+    async with _client(es_url, loaded.index, embedder=emb) as c:
+        started = time.perf_counter()
+        res = await c.search("revenue guidance")
+        elapsed = time.perf_counter() - started
+    assert res.degraded
+    assert res.legs_failed == ["knn"]
+    assert res.degraded_reason == "http_error"
+    assert len(scripted_server.requests) == 1  # Retry-After 30 s is past the leg budget: no retry
+    assert elapsed < 2
+
+
+async def test_elasticsearch_killed_mid_query_and_restarted_service_resumes_by_itself() -> None:
+    node = LocalElasticsearch(name=f"kill-{uuid.uuid4().hex[:8]}", ephemeral=True)
+    url = node.start()
+    try:
+        async with _client(url, "killtest", leg_timeout_s=3.0) as c:
+            await c.ensure_index()
+            await c.index_documents(DOCS, refresh=True)
+
+            async def one() -> str:
+                try:
+                    await c.search("revenue", mode="bm25")
+                    return "ok"
+                except (SearchFailed, DependencyUnavailable) as exc:
+                    return type(exc).__name__
+
+            started = time.perf_counter()
+            inflight = [asyncio.create_task(one()) for _ in range(10)]
+            await asyncio.sleep(0.005)
+            node.kill()
+            outcomes = await asyncio.gather(*inflight)
+            ended = time.perf_counter() - started
+            assert set(outcomes) <= {"ok", "SearchFailed"}
+            assert ended < 3.0 + 1.0
+            restart_started = time.perf_counter()
+            node.start()  # same port
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    res = await c.search("revenue", mode="bm25")
+                    break
+                except SearchFailed:
+                    assert time.monotonic() < deadline, "service did not resume"
+                    await asyncio.sleep(0.5)
+            assert res.hits
+            print(
+                f"\nkilled mid-query: outcomes {sorted(outcomes)} within {ended:.2f} s; "
+                f"resumed {time.perf_counter() - restart_started:.1f} s after restart began"
+            )
+    finally:
+        node.stop()
