@@ -205,7 +205,7 @@ async def test_cancellation_during_backoff_is_unchanged_and_not_counted() -> Non
 
 
 async def test_closing_during_backoff_ends_the_call_promptly() -> None:
-    s = Resilience("elasticsearch", ResiliencePolicy(backoff_initial_s=30, backoff_max_s=30))
+    s = Resilience("elasticsearch", ResiliencePolicy(backoff_initial_s=5, backoff_max_s=5))
     op = Script(DependencyError("429", dependency="elasticsearch", status=429, retry_after=5))
     task = asyncio.create_task(s.call(op))
     await asyncio.sleep(0.01)
