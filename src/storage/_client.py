@@ -34,6 +34,7 @@ from ._errors import (
     SearchError,
     SearchFailed,
 )
+from ._errors_map import error_type as _error_type
 from ._errors_map import map_embedding_error, map_es_error, timeout_error
 from ._filters import FilterInput, Term, parse_filters, to_es_filters
 from ._fusion import FusionMethod, LegHit, fuse
@@ -836,12 +837,6 @@ def _leg_report(o: _LegOutcome) -> LegReport:
         reason=o.error.reason if o.error else None,
         error=f"{type(o.error).__name__}: {o.error}" if o.error else None,
     )
-
-
-def _error_type(body: Any) -> str | None:
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        return cast(str | None, body["error"].get("type"))
-    return None
 
 
 def _error_reason(body: Any) -> str:

@@ -24,7 +24,7 @@ from ._errors import (
     SearchError,
 )
 
-__all__ = ["map_embedding_error", "map_es_error", "timeout_error"]
+__all__ = ["error_type", "map_embedding_error", "map_es_error", "timeout_error"]
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -35,7 +35,7 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
-def _error_type(body: Any) -> str | None:
+def error_type(body: Any) -> str | None:
     if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
         value = body["error"].get("type")
         return str(value) if value is not None else None
@@ -48,7 +48,7 @@ def map_es_error(exc: BaseException) -> SearchError:
         return exc
     if isinstance(exc, elasticsearch.ApiError):
         status = exc.meta.status if exc.meta is not None else None
-        if status == 404 and _error_type(exc.body) == "index_not_found_exception":
+        if status == 404 and error_type(exc.body) == "index_not_found_exception":
             return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
         return DependencyError(
             f"Elasticsearch answered {status}: {exc.message}",

