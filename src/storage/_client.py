@@ -55,6 +55,7 @@ from ._queries import bm25_request, knn_request
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
 from ._text import clean_query
+from ._tracing import AttrValue, mark_error, span
 
 __all__ = ["ProgressCallback", "SearchClient"]
 
@@ -205,7 +206,13 @@ class SearchClient:
         return await self._es_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
 
     async def _embed_call(
-        self, op: Callable[[], Awaitable[T]], *, deadline_s: float | None = None, attempt_timeout_s: float | None = None
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        kind: Literal["query", "documents"],
+        count: int,
+        deadline_s: float | None = None,
+        attempt_timeout_s: float | None = None,
     ) -> T:
         """Every embedding call goes through here: its own stack, so one breaker never blocks the other."""
         self._check_open()
@@ -216,17 +223,31 @@ class SearchClient:
             except EmbeddingError as exc:
                 raise map_embedding_error(exc) from exc
 
-        return await self._embed_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+        attrs: dict[str, AttrValue] = {
+            "embeddings.kind": kind,
+            "embeddings.count": count,
+            "embeddings.model": self._embedder.model_id,
+        }
+        with span("hybrid_search.embed", attrs):
+            return await self._embed_resilience.call(
+                attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s
+            )
 
     async def _embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         # A batch of documents may legitimately take longer than one query: half a second per text on top.
         budget = self._settings.embeddings_timeout_s + 0.5 * len(texts)
         return await self._embed_call(
-            lambda: self._embedder.embed_documents(texts), deadline_s=budget * 2, attempt_timeout_s=budget
+            lambda: self._embedder.embed_documents(texts),
+            kind="documents",
+            count=len(texts),
+            deadline_s=budget * 2,
+            attempt_timeout_s=budget,
         )
 
     async def _embed_query(self, text: str, *, deadline_s: float | None = None) -> Vector:
-        return await self._embed_call(lambda: self._embedder.embed_query(text), deadline_s=deadline_s)
+        return await self._embed_call(
+            lambda: self._embedder.embed_query(text), kind="query", count=1, deadline_s=deadline_s
+        )
 
     # -- index management ------------------------------------------------------------------------------
 
@@ -594,81 +615,103 @@ class SearchClient:
         clauses = to_es_filters(parsed)
         target = index or self.index
 
-        legs: list[Leg] = ["bm25", "knn"] if mode == "hybrid" else [mode]
-        coros: list[Awaitable[_LegOutcome]] = []
-        if "bm25" in legs:
-            body = bm25_request(cleaned.text, filters=clauses, size=win, highlight=highlight)
-            bm25 = _LegOutcome("bm25")
-            coros.append(self._run_leg(bm25, self._bm25_leg(bm25, target, body)))
-        if "knn" in legs:
-            knn = _LegOutcome("knn")
-            coros.append(
-                self._run_leg(knn, self._knn_leg(knn, target, cleaned.text, clauses, win, candidates, similarity))
-            )
-        outcomes: dict[str, _LegOutcome] = {o.leg: o for o in await asyncio.gather(*coros)}
+        attrs: dict[str, AttrValue] = {
+            "search.mode": mode,
+            "search.query_hash": query_hash(cleaned.text),
+            "search.fusion.method": method,
+            "search.window": win,
+            "search.limit": limit,
+        }
+        with span("hybrid_search.search", attrs) as search_span:
+            legs: list[Leg] = ["bm25", "knn"] if mode == "hybrid" else [mode]
+            coros: list[Awaitable[_LegOutcome]] = []
+            if "bm25" in legs:
+                body = bm25_request(cleaned.text, filters=clauses, size=win, highlight=highlight)
+                bm25 = _LegOutcome("bm25")
+                coros.append(self._run_leg(bm25, self._bm25_leg(bm25, target, body)))
+            if "knn" in legs:
+                knn = _LegOutcome("knn")
+                coros.append(
+                    self._run_leg(knn, self._knn_leg(knn, target, cleaned.text, clauses, win, candidates, similarity))
+                )
+            outcomes: dict[str, _LegOutcome] = {o.leg: o for o in await asyncio.gather(*coros)}
 
-        failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
-        if failed and (strict or len(failed) == len(outcomes)):
-            self._log_search(cleaned.text, mode, outcomes, None, started, error=next(iter(failed.values())))
-            errors = list(failed.values())
-            if all(isinstance(e, IndexNotFound) for e in errors):
-                raise errors[0]
-            raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
-        ok_legs = {leg: o for leg, o in outcomes.items() if o.error is None}
-        fused = fuse(
-            {leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits] for leg, o in ok_legs.items()},
-            method=method,
-            k=k,
-            weights={leg: leg_weights[leg] for leg in ok_legs},
-        )
-        sources: dict[str, dict[str, Any]] = {}
-        highlights: dict[str, dict[str, list[str]]] = {}
-        for o in ok_legs.values():
-            for h in o.hits:
-                sources.setdefault(str(h["_id"]), h.get("_source") or {})
-                if "highlight" in h:
-                    highlights[str(h["_id"])] = h["highlight"]
-        hits = [
-            SearchHit(
-                id=f.id,
-                score=f.score,
-                normalized_score=f.normalized_score,
-                ranks=dict(f.ranks),
-                leg_scores=dict(f.leg_scores),
-                source=sources.get(f.id, {}),
-                highlights=highlights.get(f.id, {}),
+            failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
+            if failed and (strict or len(failed) == len(outcomes)):
+                self._log_search(cleaned.text, mode, outcomes, None, started, error=next(iter(failed.values())))
+                errors = list(failed.values())
+                if all(isinstance(e, IndexNotFound) for e in errors):
+                    raise errors[0]
+                if closed := [e for e in errors if isinstance(e, ClientClosed)]:
+                    raise closed[0]  # closing is the caller's act, not a dependency failure
+                raise SearchFailed(
+                    "; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed
+                )
+            ok_legs = {leg: o for leg, o in outcomes.items() if o.error is None}
+            fused = fuse(
+                {
+                    leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits]
+                    for leg, o in ok_legs.items()
+                },
+                method=method,
+                k=k,
+                weights={leg: leg_weights[leg] for leg in ok_legs},
             )
-            for f in fused[offset : offset + limit]
-        ]
-        overlap = 0
-        if len(ok_legs) == 2:
-            overlap = len({str(h["_id"]) for h in ok_legs["bm25"].hits} & {str(h["_id"]) for h in ok_legs["knn"].hits})
-        first_error = next(iter(failed.values()), None)
-        response = SearchResponse(
-            query=cleaned.text,
-            mode=mode,
-            hits=hits,
-            total_fused=len(fused),
-            offset=offset,
-            limit=limit,
-            legs={leg: _leg_report(o) for leg, o in outcomes.items()},
-            overlap=overlap,
-            fusion={
-                "method": method,
-                "k": k,
-                "weights": {leg: leg_weights[leg] for leg in legs},
-                "window": win,
-                "num_candidates": candidates,
-            },
-            degraded=bool(failed),
-            legs_failed=sorted(failed),
-            degraded_reason=first_error.reason if first_error else None,
-            query_adjustments=cleaned.adjustments,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            correlation_id=get_correlation_id(),
-        )
-        self._log_search(cleaned.text, mode, outcomes, response, started, original_length=cleaned.original_length)
-        return response
+            sources: dict[str, dict[str, Any]] = {}
+            highlights: dict[str, dict[str, list[str]]] = {}
+            for o in ok_legs.values():
+                for h in o.hits:
+                    sources.setdefault(str(h["_id"]), h.get("_source") or {})
+                    if "highlight" in h:
+                        highlights[str(h["_id"])] = h["highlight"]
+            hits = [
+                SearchHit(
+                    id=f.id,
+                    score=f.score,
+                    normalized_score=f.normalized_score,
+                    ranks=dict(f.ranks),
+                    leg_scores=dict(f.leg_scores),
+                    source=sources.get(f.id, {}),
+                    highlights=highlights.get(f.id, {}),
+                )
+                for f in fused[offset : offset + limit]
+            ]
+            overlap = 0
+            if len(ok_legs) == 2:
+                overlap = len(
+                    {str(h["_id"]) for h in ok_legs["bm25"].hits} & {str(h["_id"]) for h in ok_legs["knn"].hits}
+                )
+            first_error = next(iter(failed.values()), None)
+            response = SearchResponse(
+                query=cleaned.text,
+                mode=mode,
+                hits=hits,
+                total_fused=len(fused),
+                offset=offset,
+                limit=limit,
+                legs={leg: _leg_report(o) for leg, o in outcomes.items()},
+                overlap=overlap,
+                fusion={
+                    "method": method,
+                    "k": k,
+                    "weights": {leg: leg_weights[leg] for leg in legs},
+                    "window": win,
+                    "num_candidates": candidates,
+                },
+                degraded=bool(failed),
+                legs_failed=sorted(failed),
+                degraded_reason=first_error.reason if first_error else None,
+                query_adjustments=cleaned.adjustments,
+                latency_ms=(time.perf_counter() - started) * 1000,
+                correlation_id=get_correlation_id(),
+            )
+            self._log_search(cleaned.text, mode, outcomes, response, started, original_length=cleaned.original_length)
+            search_span.set_attribute("search.hits", len(hits))
+            search_span.set_attribute("search.degraded", response.degraded)
+            if response.degraded:
+                search_span.set_attribute("search.legs_failed", response.legs_failed)
+                search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")
+            return response
 
     async def search_tool(
         self,
@@ -691,16 +734,20 @@ class SearchClient:
     async def _run_leg(self, outcome: _LegOutcome, work: Awaitable[None]) -> _LegOutcome:
         """Run one leg within its budget; its failure becomes data (``outcome.error``), never an exception."""
         started = time.perf_counter()
-        try:
-            async with asyncio.timeout(self._settings.leg_timeout_s):
-                await work
-        except TimeoutError:
-            outcome.hits = []
-            outcome.error = timeout_error(outcome.leg, outcome.waiting_on, self._settings.leg_timeout_s)
-        except SearchError as exc:
-            outcome.hits = []
-            outcome.error = exc
-        outcome.latency_ms = (time.perf_counter() - started) * 1000
+        with span(f"hybrid_search.leg.{outcome.leg}", {"search.leg": outcome.leg}) as leg_span:
+            try:
+                async with asyncio.timeout(self._settings.leg_timeout_s):
+                    await work
+            except TimeoutError:
+                outcome.hits = []
+                outcome.error = timeout_error(outcome.leg, outcome.waiting_on, self._settings.leg_timeout_s)
+            except SearchError as exc:
+                outcome.hits = []
+                outcome.error = exc
+            outcome.latency_ms = (time.perf_counter() - started) * 1000
+            leg_span.set_attribute("search.leg.hits", len(outcome.hits))
+            if outcome.error is not None:
+                mark_error(leg_span, outcome.error, reason=outcome.error.reason)
         return outcome
 
     async def _bm25_leg(self, out: _LegOutcome, index: str, body: dict[str, Any]) -> None:

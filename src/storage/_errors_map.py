@@ -46,6 +46,12 @@ def map_es_error(exc: BaseException) -> SearchError:
     """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
     if isinstance(exc, SearchError):
         return exc
+    if isinstance(exc, elasticsearch.UnsupportedProductError):  # an ApiError subclass: test it first
+        return DependencyError(
+            f"the server is not Elasticsearch (or not a supported version): {exc.message}",
+            dependency="elasticsearch",
+            reason="bad_response",
+        )
     if isinstance(exc, elasticsearch.ApiError):
         status = exc.meta.status if exc.meta is not None else None
         if status == 404 and error_type(exc.body) == "index_not_found_exception":
@@ -56,12 +62,6 @@ def map_es_error(exc: BaseException) -> SearchError:
             status=status,
             reason="http_error",
             retry_after=_retry_after(exc.meta.headers if exc.meta is not None else None),
-        )
-    if isinstance(exc, elasticsearch.UnsupportedProductError):
-        return DependencyError(
-            f"the server is not Elasticsearch (or not a supported version): {exc.message}",
-            dependency="elasticsearch",
-            reason="bad_response",
         )
     if isinstance(exc, SerializationError):
         return DependencyError(

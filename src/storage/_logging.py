@@ -52,7 +52,7 @@ def event(level: int, message: str, action: str, fields: dict[str, Any], log: lo
     if cid:
         extra["trace.correlation_id"] = cid
     extra.update(fields)
-    log.log(level, message, extra=extra)
+    log.log(level, message, extra=extra, stacklevel=2)
 
 
 def configure_ecs_logging(

