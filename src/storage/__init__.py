@@ -10,11 +10,12 @@ The front door::
         response = await client.search("revenue guidance cut", mode="hybrid", limit=10)
 """
 
-from ._client import ProgressCallback, SearchClient
+from ._client import ProgressCallback, QuerySyntax, SearchClient
 from ._errors import (
     CircuitOpen,
     ClientClosed,
     ConfigurationError,
+    CursorExpired,
     DependencyError,
     DependencyUnavailable,
     DimensionMismatch,
@@ -37,15 +38,18 @@ from ._models import (
     LegReport,
     SearchHit,
     SearchMode,
+    SearchPage,
     SearchResponse,
 )
-from ._settings import SearchSettings
+from ._settings import RoundTrip, SearchSettings
+from ._syntax import QuerySyntaxError
 
 __all__ = [
     "DEFAULT_RRF_K",
     "CircuitOpen",
     "ClientClosed",
     "ConfigurationError",
+    "CursorExpired",
     "DependencyError",
     "DependencyUnavailable",
     "DimensionMismatch",
@@ -65,12 +69,16 @@ __all__ = [
     "LegReport",
     "Overloaded",
     "ProgressCallback",
+    "QuerySyntax",
+    "QuerySyntaxError",
     "Range",
+    "RoundTrip",
     "SearchClient",
     "SearchError",
     "SearchFailed",
     "SearchHit",
     "SearchMode",
+    "SearchPage",
     "SearchResponse",
     "SearchSettings",
     "Term",

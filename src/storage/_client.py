@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
+import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast, get_args
@@ -26,6 +28,8 @@ from embeddings import (
 from ._errors import (
     ClientClosed,
     ConfigurationError,
+    CursorExpired,
+    DependencyError,
     DimensionMismatch,
     ElasticsearchNotConfigured,
     IndexNotFound,
@@ -49,20 +53,36 @@ from ._models import (
     LegReport,
     SearchHit,
     SearchMode,
+    SearchPage,
     SearchResponse,
 )
-from ._queries import bm25_request, knn_request
+from ._paging import decode_cursor, encode_cursor, fingerprint
+from ._queries import (
+    BM25_FIELDS,
+    bm25_fuzzy_request,
+    bm25_request,
+    fetch_request,
+    knn_query_request,
+    knn_request,
+    msearch_body,
+    on_pit,
+)
 from ._resilience import Resilience, ResiliencePolicy
-from ._settings import SearchSettings
+from ._settings import RoundTrip, SearchSettings
+from ._syntax import parse_query
 from ._text import clean_query
 from ._tracing import AttrValue, mark_error, span
 
-__all__ = ["ProgressCallback", "SearchClient"]
+__all__ = ["ProgressCallback", "QuerySyntax", "SearchClient"]
 
 ProgressCallback = Callable[[IndexProgress], None]
 T = TypeVar("T")
 _MODES: tuple[str, ...] = get_args(SearchMode)
 _FUSIONS: tuple[str, ...] = get_args(FusionMethod)
+_ROUND_TRIPS: tuple[str, ...] = get_args(RoundTrip)
+HighlightSource = Literal["bm25", "followup", "snippet"]
+#: ``plain``: the text as words and "phrases" (default); ``boolean``: the query syntax of storage._syntax.
+QuerySyntax = Literal["plain", "boolean"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
 
 
@@ -74,8 +94,38 @@ class _LegOutcome:
     latency_ms: float = 0.0
     took_ms: int | None = None
     embed_ms: float | None = None
+    #: Deep paging: the point-in-time id Elasticsearch returned (it may change between requests).
+    pit_id: str | None = None
     #: What the leg was waiting on (for a timeout's error): "elasticsearch" or "embeddings".
     waiting_on: Literal["elasticsearch", "embeddings"] = "elasticsearch"
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A validated search: everything the legs, the fusion and the log event need."""
+
+    text: str
+    mode: SearchMode
+    legs: tuple[Leg, ...]
+    clauses: list[dict[str, Any]]
+    target: str
+    method: FusionMethod
+    k: int
+    weights: dict[str, float]
+    window: int
+    candidates: int
+    similarity: float | None
+    highlight: bool
+    limit: int
+    offset: int
+    strict: bool
+    round_trip: RoundTrip
+    adjustments: list[str]
+    original_length: int
+    #: What the kNN leg embeds (the text, or a parsed query's positive words and phrases).
+    embed_text: str = ""
+    #: The parsed query's BM25 clause (syntax="boolean"), None for plain text.
+    bm25_clause: dict[str, Any] | None = None
 
 
 class SearchClient:
@@ -101,6 +151,7 @@ class SearchClient:
         self._owns = owns_clients
         self._closed = False
         self._checked_index: str | None = None
+        self._last_outcomes: dict[str, _LegOutcome] = {}
         self._es_resilience = Resilience("elasticsearch", es_policy or self._settings.es_policy())
         self._embed_resilience = Resilience("embeddings", embeddings_policy or self._settings.embeddings_policy())
 
@@ -569,6 +620,10 @@ class SearchClient:
         strict: bool = False,
         highlight: bool = True,
         index: str | None = None,
+        recover: bool = False,
+        scopes: Sequence[FilterInput] | None = None,
+        round_trip: RoundTrip | None = None,
+        syntax: QuerySyntax = "plain",
     ) -> SearchResponse:
         """Search ``query`` with BM25, kNN or both (in parallel), fused in the client.
 
@@ -576,15 +631,109 @@ class SearchClient:
         ``offset + limit`` beyond the fusion ``window`` raise :class:`InvalidQuery`.
         In hybrid mode a failed leg degrades the result (``degraded=True``) unless ``strict=True``;
         if every leg fails, :class:`SearchFailed` carries each leg's typed error.
+
+        Highlights: BM25 hits carry the leg's own; hits it did not return (kNN-only) get theirs from one
+        follow-up request within the leg budget (``highlight=False`` skips it).
+        Zero-result recovery (opt-in, reported in ``response.recovery``): ``recover=True`` retries an empty
+        BM25 leg with fuzzy matching; ``scopes`` are wider filter sets tried in order while nothing is found
+        (``response.scope_tier`` says which served). ``round_trip`` picks two parallel requests or one
+        ``_msearch`` (default: ``settings.round_trip``). ``syntax="boolean"`` parses AND/OR/NOT, "phrases"
+        and field prefixes (``ticker:AAPL``, ``type:10-K``, ``date:2024-06``) into safe query DSL
+        (:class:`QuerySyntaxError` points at the offending token); plain text is the default.
         """
         self._check_open()
         started = time.perf_counter()
+        plan = self._plan(
+            query,
+            mode=mode,
+            filters=filters,
+            tenant_id=tenant_id,
+            limit=limit,
+            offset=offset,
+            fusion=fusion,
+            rrf_k=rrf_k,
+            weights=weights,
+            window=window,
+            num_candidates=num_candidates,
+            similarity=similarity,
+            strict=strict,
+            highlight=highlight,
+            index=index,
+            round_trip=round_trip,
+            syntax=syntax,
+        )
+        query_filters = plan.clauses[len(self._clauses(filters, tenant_id)) :]  # from the query syntax
+        tiers = [plan] + [
+            dataclasses.replace(plan, clauses=self._clauses(scope, tenant_id) + query_filters)
+            for scope in (scopes or ())
+        ]
+        attrs: dict[str, AttrValue] = {
+            "search.mode": plan.mode,
+            "search.query_hash": query_hash(plan.text),
+            "search.fusion.method": plan.method,
+            "search.window": plan.window,
+            "search.limit": plan.limit,
+            "search.round_trip": plan.round_trip,
+        }
+        with span("hybrid_search.search", attrs) as search_span:
+            for tier, tier_plan in enumerate(tiers):
+                try:
+                    response, outcomes = await self._search_once(tier_plan, started, recover=recover)
+                except SearchError as exc:
+                    self._log_search(plan, self._last_outcomes, None, started, error=exc)
+                    raise
+                if response.total_fused or tier == len(tiers) - 1:
+                    break
+            if tier:
+                response = response.model_copy(update={"scope_tier": tier, "recovery": [*response.recovery, "scope"]})
+            response = response.model_copy(update={"latency_ms": (time.perf_counter() - started) * 1000})
+            self._log_search(plan, outcomes, response, started)
+            search_span.set_attribute("search.hits", len(response.hits))
+            search_span.set_attribute("search.degraded", response.degraded)
+            if response.recovery:
+                search_span.set_attribute("search.recovery", response.recovery)
+            if response.degraded:
+                search_span.set_attribute("search.legs_failed", response.legs_failed)
+                search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")
+            return response
+
+    def _clauses(self, filters: FilterInput, tenant_id: str | None) -> list[dict[str, Any]]:
+        parsed = parse_filters(filters)
+        if tenant_id is not None:
+            parsed.append(Term("tenant_id", tenant_id))
+        return to_es_filters(parsed)
+
+    def _plan(
+        self,
+        query: str,
+        *,
+        mode: SearchMode,
+        filters: FilterInput,
+        tenant_id: str | None,
+        limit: int,
+        offset: int,
+        fusion: FusionMethod | None,
+        rrf_k: int | None,
+        weights: Mapping[str, float] | None,
+        window: int | None,
+        num_candidates: int | None,
+        similarity: float | None,
+        strict: bool,
+        highlight: bool,
+        index: str | None,
+        round_trip: RoundTrip | None,
+        syntax: QuerySyntax = "plain",
+    ) -> _Plan:
+        """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one."""
         s = self._settings
         if mode not in _MODES:
             raise InvalidQuery(f"mode must be one of {_MODES}, got {mode!r}")
         method: FusionMethod = fusion or s.fusion
         if method not in _FUSIONS:
             raise InvalidQuery(f"fusion must be one of {_FUSIONS}, got {method!r}")
+        trip: RoundTrip = round_trip or s.round_trip
+        if trip not in _ROUND_TRIPS:
+            raise InvalidQuery(f"round_trip must be one of {_ROUND_TRIPS}, got {trip!r}")
         win = window if window is not None else s.window
         k = rrf_k if rrf_k is not None else s.rrf_k
         candidates = num_candidates if num_candidates is not None else s.num_candidates
@@ -596,7 +745,8 @@ class SearchClient:
             raise InvalidQuery("limit must be >= 1 and offset >= 0")
         if offset + limit > win:
             raise InvalidQuery(
-                f"offset + limit = {offset + limit} is beyond the fusion window ({win}); pass a larger window="
+                f"offset + limit = {offset + limit} is beyond the fusion window ({win}); pass a larger window= "
+                "or walk the results with search_page()"
             )
         if not win <= candidates <= 10_000:
             candidates = min(max(candidates, win), 10_000)
@@ -609,109 +759,536 @@ class SearchClient:
         if any(not (w >= 0) or w == float("inf") for w in leg_weights.values()):
             raise InvalidQuery("weights must be finite numbers >= 0")
         cleaned = clean_query(query)
-        parsed = parse_filters(filters)
-        if tenant_id is not None:
-            parsed.append(Term("tenant_id", tenant_id))
-        clauses = to_es_filters(parsed)
-        target = index or self.index
+        legs: tuple[Leg, ...] = ("bm25", "knn") if mode == "hybrid" else (mode,)
+        clauses = self._clauses(filters, tenant_id)
+        embed_text, bm25_clause = cleaned.text, None
+        if syntax == "boolean":
+            parsed = parse_query(cleaned.text, fields=BM25_FIELDS)
+            embed_text, bm25_clause = parsed.embed_text, parsed.clause
+            clauses += to_es_filters(parsed.filters)
+        elif syntax != "plain":
+            raise InvalidQuery(f"syntax must be 'plain' or 'boolean', got {syntax!r}")
+        return _Plan(
+            text=cleaned.text,
+            mode=mode,
+            legs=legs,
+            clauses=clauses,
+            target=index or self.index,
+            method=method,
+            k=k,
+            weights={leg: leg_weights[leg] for leg in legs},
+            window=win,
+            candidates=candidates,
+            similarity=similarity,
+            highlight=highlight,
+            limit=limit,
+            offset=offset,
+            strict=strict,
+            round_trip=trip,
+            adjustments=list(cleaned.adjustments),
+            original_length=cleaned.original_length,
+            embed_text=embed_text,
+            bm25_clause=bm25_clause,
+        )
 
-        attrs: dict[str, AttrValue] = {
-            "search.mode": mode,
-            "search.query_hash": query_hash(cleaned.text),
-            "search.fusion.method": method,
-            "search.window": win,
-            "search.limit": limit,
-        }
-        with span("hybrid_search.search", attrs) as search_span:
-            legs: list[Leg] = ["bm25", "knn"] if mode == "hybrid" else [mode]
-            coros: list[Awaitable[_LegOutcome]] = []
-            if "bm25" in legs:
-                body = bm25_request(cleaned.text, filters=clauses, size=win, highlight=highlight)
-                bm25 = _LegOutcome("bm25")
-                coros.append(self._run_leg(bm25, self._bm25_leg(bm25, target, body)))
-            if "knn" in legs:
-                knn = _LegOutcome("knn")
-                coros.append(
-                    self._run_leg(knn, self._knn_leg(knn, target, cleaned.text, clauses, win, candidates, similarity))
-                )
-            outcomes: dict[str, _LegOutcome] = {o.leg: o for o in await asyncio.gather(*coros)}
+    async def _search_once(
+        self, plan: _Plan, started: float, *, recover: bool
+    ) -> tuple[SearchResponse, dict[str, _LegOutcome]]:
+        """One tier: run the legs, recover an empty BM25 leg, fuse, complete highlights."""
+        if plan.round_trip == "msearch":
+            outcomes = await self._legs_msearch(plan)
+        else:
+            outcomes = await self._legs_parallel(plan)
+        self._last_outcomes = outcomes
+        recovery: list[str] = []
+        bm25 = outcomes.get("bm25")
+        if recover and bm25 is not None and bm25.error is None and not bm25.hits:
+            fuzzy = _LegOutcome("bm25")
+            body = bm25_fuzzy_request(plan.embed_text, filters=plan.clauses, size=plan.window, highlight=plan.highlight)
+            await self._run_leg(fuzzy, self._bm25_leg(fuzzy, plan.target, body))
+            if fuzzy.error is None and fuzzy.hits:
+                fuzzy.latency_ms += bm25.latency_ms
+                outcomes["bm25"] = fuzzy
+                recovery.append("fuzzy")
 
-            failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
-            if failed and (strict or len(failed) == len(outcomes)):
-                self._log_search(cleaned.text, mode, outcomes, None, started, error=next(iter(failed.values())))
-                errors = list(failed.values())
-                if all(isinstance(e, IndexNotFound) for e in errors):
-                    raise errors[0]
-                if closed := [e for e in errors if isinstance(e, ClientClosed)]:
-                    raise closed[0]  # closing is the caller's act, not a dependency failure
-                raise SearchFailed(
-                    "; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed
-                )
-            ok_legs = {leg: o for leg, o in outcomes.items() if o.error is None}
-            fused = fuse(
-                {
-                    leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits]
-                    for leg, o in ok_legs.items()
-                },
-                method=method,
-                k=k,
-                weights={leg: leg_weights[leg] for leg in ok_legs},
+        failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
+        if failed and (plan.strict or len(failed) == len(outcomes)):
+            errors = list(failed.values())
+            if all(isinstance(e, IndexNotFound) for e in errors):
+                raise errors[0]
+            if closed := [e for e in errors if isinstance(e, ClientClosed)]:
+                raise closed[0]  # closing is the caller's act, not a dependency failure
+            raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
+        ok_legs = {leg: o for leg, o in outcomes.items() if o.error is None}
+        fused = fuse(
+            {leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits] for leg, o in ok_legs.items()},
+            method=plan.method,
+            k=plan.k,
+            weights={leg: plan.weights[leg] for leg in ok_legs},
+        )
+        sources: dict[str, dict[str, Any]] = {}
+        highlights: dict[str, dict[str, list[str]]] = {}
+        for o in ok_legs.values():
+            for h in o.hits:
+                sources.setdefault(str(h["_id"]), h.get("_source") or {})
+                if "highlight" in h:
+                    highlights[str(h["_id"])] = h["highlight"]
+        page = fused[plan.offset : plan.offset + plan.limit]
+        origin: dict[str, HighlightSource] = dict.fromkeys(highlights, "bm25")
+        complete = True
+        if plan.highlight:
+            missing = [f.id for f in page if f.id not in highlights]
+            if missing:
+                budget = self._settings.leg_timeout_s - (time.perf_counter() - started)
+                found = await self._follow_up(plan.embed_text, missing, budget, index=plan.target)
+                complete = found is not None
+                for doc_id, h in (found or {}).items():
+                    highlights[doc_id] = h.get("highlight") or {}
+                    origin[doc_id] = _highlight_origin(highlights[doc_id])
+        hits = [
+            SearchHit(
+                id=f.id,
+                score=f.score,
+                normalized_score=f.normalized_score,
+                ranks=dict(f.ranks),
+                leg_scores=dict(f.leg_scores),
+                source=sources.get(f.id, {}),
+                highlights=highlights.get(f.id, {}),
+                highlight_source=origin.get(f.id),
             )
-            sources: dict[str, dict[str, Any]] = {}
-            highlights: dict[str, dict[str, list[str]]] = {}
-            for o in ok_legs.values():
-                for h in o.hits:
-                    sources.setdefault(str(h["_id"]), h.get("_source") or {})
-                    if "highlight" in h:
-                        highlights[str(h["_id"])] = h["highlight"]
-            hits = [
+            for f in page
+        ]
+        overlap = 0
+        if len(ok_legs) == 2:
+            overlap = len({str(h["_id"]) for h in ok_legs["bm25"].hits} & {str(h["_id"]) for h in ok_legs["knn"].hits})
+        first_error = next(iter(failed.values()), None)
+        response = SearchResponse(
+            query=plan.text,
+            mode=plan.mode,
+            hits=hits,
+            total_fused=len(fused),
+            offset=plan.offset,
+            limit=plan.limit,
+            legs={leg: _leg_report(o) for leg, o in outcomes.items()},
+            overlap=overlap,
+            fusion={
+                "method": plan.method,
+                "k": plan.k,
+                "weights": dict(plan.weights),
+                "window": plan.window,
+                "num_candidates": plan.candidates,
+            },
+            degraded=bool(failed),
+            legs_failed=sorted(failed),
+            degraded_reason=first_error.reason if first_error else None,
+            query_adjustments=plan.adjustments,
+            recovery=recovery,
+            round_trip=plan.round_trip,
+            highlights_complete=complete,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            correlation_id=get_correlation_id(),
+        )
+        return response, outcomes
+
+    async def _legs_parallel(self, plan: _Plan) -> dict[str, _LegOutcome]:
+        coros: list[Awaitable[_LegOutcome]] = []
+        if "bm25" in plan.legs:
+            body = bm25_request(
+                plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+            )
+            bm25 = _LegOutcome("bm25")
+            coros.append(self._run_leg(bm25, self._bm25_leg(bm25, plan.target, body)))
+        if "knn" in plan.legs:
+            knn = _LegOutcome("knn")
+            coros.append(self._run_leg(knn, self._knn_leg(knn, plan)))
+        return {o.leg: o for o in await asyncio.gather(*coros)}
+
+    async def _legs_msearch(self, plan: _Plan) -> dict[str, _LegOutcome]:
+        """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
+        one request; a per-item error fails that leg only (the degraded-result machinery applies)."""
+        budget = self._settings.leg_timeout_s
+        t0 = time.perf_counter()
+        outcomes: dict[str, _LegOutcome] = {leg: _LegOutcome(leg) for leg in plan.legs}
+        with span("hybrid_search.msearch", {"search.legs": list(plan.legs)}) as ms_span:
+            searches: list[dict[str, Any]] = []
+            order: list[str] = []
+            if "knn" in outcomes:
+                knn = outcomes["knn"]
+                knn.waiting_on = "embeddings"
+                try:
+                    async with asyncio.timeout(budget):
+                        vector = await self._embed_query(plan.embed_text, deadline_s=budget)
+                    knn.embed_ms = (time.perf_counter() - t0) * 1000
+                    body = knn_request(
+                        vector,
+                        filters=plan.clauses,
+                        k=plan.window,
+                        num_candidates=plan.candidates,
+                        similarity=plan.similarity,
+                    )
+                    searches += [{"index": plan.target}, msearch_body(body)]
+                    order.append("knn")
+                except TimeoutError:
+                    knn.error = timeout_error("knn", "embeddings", budget)
+                except SearchError as exc:
+                    knn.error = exc
+                knn.waiting_on = "elasticsearch"
+            if "bm25" in outcomes:
+                body = bm25_request(
+                    plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+                )
+                searches = [{"index": plan.target}, msearch_body(body), *searches]
+                order.insert(0, "bm25")
+            if searches:
+                remaining = max(budget - (time.perf_counter() - t0), 0.001)
+                es = self._es.options(request_timeout=remaining)
+                try:
+                    async with asyncio.timeout(remaining):
+                        resp = await self._es_call(lambda: es.msearch(searches=searches), deadline_s=remaining)
+                    for leg, item in zip(order, resp.body["responses"], strict=True):
+                        if "error" in item:
+                            outcomes[leg].error = _msearch_item_error(item)
+                        else:
+                            outcomes[leg].hits = list(item["hits"]["hits"])
+                            outcomes[leg].took_ms = item.get("took")
+                except TimeoutError:
+                    for leg in order:
+                        outcomes[leg].error = timeout_error(leg, "elasticsearch", budget)
+                except SearchError as exc:
+                    for leg in order:
+                        outcomes[leg].error = exc
+            elapsed = (time.perf_counter() - t0) * 1000
+            for o in outcomes.values():
+                o.latency_ms = elapsed
+                if o.error is not None:
+                    mark_error(ms_span, o.error, reason=o.error.reason)
+        return outcomes
+
+    async def _follow_up(
+        self,
+        text: str,
+        ids: Sequence[str],
+        budget_s: float,
+        *,
+        index: str | None = None,
+        pit: tuple[str, str] | None = None,
+        source: bool = False,
+    ) -> dict[str, dict[str, Any]] | None:
+        """One request for ``ids``: highlights for ``text`` (and documents if ``source``), by id.
+
+        Highlights only (``source=False``) are best effort: None when the budget is spent or the request
+        fails. With ``source=True`` (deep paging, which needs the documents) errors propagate.
+        """
+        if budget_s < 0.05 and not source:
+            return None
+        body = fetch_request(text, ids, source=source)
+        if pit is not None:
+            body["pit"] = {"id": pit[0], "keep_alive": pit[1]}
+        timeout = max(budget_s, 0.05)
+        es = self._es.options(request_timeout=timeout)
+        with span("hybrid_search.fetch", {"search.fetch.ids": len(ids), "search.fetch.source": source}):
+            try:
+                async with asyncio.timeout(timeout):
+                    if pit is not None:
+                        resp = await self._es_call(lambda: es.search(**body), deadline_s=timeout)
+                    else:
+                        resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=timeout)
+            except (TimeoutError, SearchError) as exc:
+                if source:
+                    if isinstance(exc, TimeoutError):
+                        raise timeout_error("fetch", "elasticsearch", timeout) from None
+                    raise
+                event(
+                    20,
+                    "highlight follow-up skipped",
+                    "search.highlight_followup",
+                    {"error.type": type(exc).__name__, "search.fetch.ids": len(ids)},
+                )
+                return None
+        return {str(h["_id"]): h for h in resp.body["hits"]["hits"]}
+
+    # -- deep paging -----------------------------------------------------------------------------------
+
+    async def search_page(
+        self,
+        query: str,
+        *,
+        cursor: str | None = None,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        page_size: int = 10,
+        depth: int | None = None,
+        fusion: FusionMethod | None = None,
+        rrf_k: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        highlight: bool = True,
+        index: str | None = None,
+        syntax: QuerySyntax = "plain",
+    ) -> SearchPage:
+        """One page of a stable walk through the fused results, past any fusion window.
+
+        The first call (``cursor=None``) opens a point-in-time; pass ``page.next_cursor`` back, with the
+        same arguments, for the next page. When ``next_cursor`` is None the walk is over and its
+        point-in-time closed; :meth:`close_cursor` ends a walk early. The order (see ``storage._paging``):
+        the fusion of each leg's top ``depth`` documents, then the remaining BM25 matches in BM25 order;
+        every document appears once, and writes made during the walk neither appear nor shift pages.
+        A walk is strict: a failed leg raises (the same cursor can be retried), it never degrades, since a
+        page fused from one leg would reorder the walk. :class:`CursorExpired` when the point-in-time has
+        expired (``settings.pit_keep_alive`` between pages); :class:`InvalidQuery` for a cursor made for
+        other arguments.
+        """
+        self._check_open()
+        started = time.perf_counter()
+        d = depth if depth is not None else self._settings.paging_depth
+        if not 1 <= page_size <= 1000:
+            raise InvalidQuery("page_size must be between 1 and 1000")
+        if not 1 <= d <= 10_000:
+            raise InvalidQuery("depth must be between 1 and 10000")
+        plan = self._plan(
+            query,
+            mode=mode,
+            filters=filters,
+            tenant_id=tenant_id,
+            limit=min(page_size, d),
+            offset=0,
+            fusion=fusion,
+            rrf_k=rrf_k,
+            weights=weights,
+            window=d,
+            num_candidates=d,
+            similarity=None,
+            strict=True,
+            highlight=highlight,
+            index=index,
+            round_trip="parallel",
+            syntax=syntax,
+        )
+        fp = fingerprint(
+            {"q": plan.text, "s": plan.bm25_clause is not None, "m": plan.mode, "f": plan.clauses, "i": plan.target}
+            | {"fu": plan.method}
+            | {"k": plan.k, "w": plan.weights, "d": d}
+        )
+        keep_alive = self._settings.pit_keep_alive
+        if cursor is None:
+            opened = await self._es_call(lambda: self._es.open_point_in_time(index=plan.target, keep_alive=keep_alive))
+            state: dict[str, Any] = {"pit": opened.body["id"], "o": 0, "t": None, "tr": 0, "td": False}
+            state |= {"p": 0, "n": 0, "fp": fp}
+        else:
+            try:
+                state = decode_cursor(cursor)
+            except ValueError as exc:
+                raise InvalidQuery(str(exc)) from None
+            if state.get("fp") != fp:
+                raise InvalidQuery(
+                    "this cursor belongs to another search: pass the same query, mode, filters, tenant, index, "
+                    "fusion and depth as for its first page"
+                )
+        with span("hybrid_search.page", {"search.mode": plan.mode, "search.page": int(state["p"]) + 1}):
+            try:
+                return await self._walk_page(plan, state, d, page_size, keep_alive, started)
+            except DependencyError as exc:
+                if _pit_missing(exc):
+                    raise CursorExpired(
+                        f"the walk's point-in-time has expired (kept {keep_alive} between pages); start again"
+                    ) from exc
+                raise
+
+    async def close_cursor(self, cursor: str) -> None:
+        """End a walk early: close its point-in-time. Idempotent; an expired one is fine."""
+        try:
+            pit = str(decode_cursor(cursor)["pit"])
+        except (ValueError, KeyError) as exc:
+            raise InvalidQuery(str(exc)) from None
+        await self._close_pit(pit)
+
+    async def walk(self, query: str, *, page_size: int = 10, **options: Any) -> AsyncIterator[SearchPage]:
+        """Every page of a walk (:meth:`search_page` arguments). Use ``contextlib.aclosing`` so that leaving
+        the loop early closes the point-in-time at once::
+
+            async with aclosing(client.walk("q", page_size=50)) as pages:
+                async for page in pages: ...
+        """
+        cursor: str | None = None
+        try:
+            while True:
+                page = await self.search_page(query, cursor=cursor, page_size=page_size, **options)
+                cursor = page.next_cursor
+                yield page
+                if cursor is None:
+                    return
+        finally:
+            if cursor is not None and not self._closed:
+                await self.close_cursor(cursor)
+
+    async def _close_pit(self, pit: str) -> None:
+        try:
+            await self._es_call(lambda: self._es.options(ignore_status=404).close_point_in_time(id=pit))
+        except SearchError as exc:  # it expires by itself; never fail the caller for it
+            event(30, "could not close a point-in-time", "search.pit_close_failed", {"error.type": type(exc).__name__})
+
+    async def _walk_page(
+        self, plan: _Plan, state: dict[str, Any], depth: int, page_size: int, keep_alive: str, started: float
+    ) -> SearchPage:
+        pit: str = state["pit"]
+        # 1. The head: each leg's top `depth` (ids and scores only), on the point-in-time, fused.
+        outcomes = {leg: _LegOutcome(leg) for leg in plan.legs}
+        coros: list[Awaitable[_LegOutcome]] = []
+        if "bm25" in outcomes:
+            body = on_pit(
+                bm25_request(plan.text, filters=plan.clauses, size=depth, highlight=False, clause=plan.bm25_clause),
+                pit,
+                keep_alive,
+            )
+            coros.append(self._run_leg(outcomes["bm25"], self._pit_leg(outcomes["bm25"], body)))
+        if "knn" in outcomes:
+            coros.append(self._run_leg(outcomes["knn"], self._knn_pit_leg(outcomes["knn"], plan, pit, keep_alive)))
+        await asyncio.gather(*coros)
+        failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
+        if failed:
+            for error in failed.values():
+                if isinstance(error, IndexNotFound | ClientClosed) or _pit_missing(error):
+                    raise error
+            raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
+        pit = next((o.pit_id for o in outcomes.values() if o.pit_id), pit)
+        fused = fuse(
+            {
+                leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits]
+                for leg, o in outcomes.items()
+            },
+            method=plan.method,
+            k=plan.k,
+            weights=plan.weights,
+        )
+        offset = int(state["o"])
+        chosen = [
+            (f.id, f.score, f.normalized_score, dict(f.ranks), dict(f.leg_scores))
+            for f in fused[offset : offset + page_size]
+        ]
+        offset += len(chosen)
+        # 2. The BM25 tail, once the head is used up: matches below `depth`, minus the kNN head's ids.
+        bm25 = outcomes.get("bm25")
+        tail_possible = bm25 is not None and len(bm25.hits) >= depth
+        tail_after = (
+            state["t"] if state["t"] is not None else (bm25.hits[-1]["sort"] if tail_possible and bm25 else None)
+        )
+        tail_rank, tail_done = int(state["tr"]), bool(state["td"])
+        knn_ids = {str(h["_id"]) for h in outcomes["knn"].hits} if "knn" in outcomes else set()
+        best = math.fsum(w / (plan.k + 1) for w in plan.weights.values()) if plan.method == "rrf" else 1.0
+        in_tail = False
+        while len(chosen) < page_size and tail_possible and not tail_done:
+            in_tail = True
+            size = min(2 * (page_size - len(chosen)) + 10, 1000)
+            body = on_pit(
+                bm25_request(plan.text, filters=plan.clauses, size=size, highlight=False, clause=plan.bm25_clause),
+                pit,
+                keep_alive,
+                tail_after,
+            )
+            resp = await self._es_call(
+                functools.partial(self._es.search, **body), deadline_s=self._settings.leg_timeout_s
+            )
+            pit = resp.body.get("pit_id") or pit
+            hits = resp.body["hits"]["hits"]
+            consumed = 0
+            for h in hits:
+                if len(chosen) == page_size:
+                    break
+                consumed += 1
+                tail_rank += 1
+                tail_after = h["sort"]
+                if str(h["_id"]) in knn_ids:
+                    continue  # already in the head
+                rank = depth + tail_rank
+                score = plan.weights["bm25"] / (plan.k + rank) if plan.method == "rrf" else 0.0
+                leg_scores = {"bm25": float(h.get("_score") or 0.0)}
+                chosen.append((str(h["_id"]), score, min(score / best, 1.0), {"bm25": rank}, leg_scores))
+            if len(hits) < size and consumed == len(hits):
+                tail_done = True
+        # 3. The page's documents and highlights: one request on the same point-in-time.
+        docs: dict[str, dict[str, Any]] = {}
+        if chosen:
+            found = await self._follow_up(
+                plan.embed_text,
+                [c[0] for c in chosen],
+                self._settings.leg_timeout_s,
+                pit=(pit, keep_alive),
+                source=True,
+            )
+            docs = found or {}
+        returned = int(state["n"])
+        hits_out = []
+        for position, (doc_id, score, normalized, ranks, leg_scores) in enumerate(chosen, start=returned + 1):
+            h = docs.get(doc_id, {})
+            highlight = h.get("highlight") or {} if plan.highlight else {}
+            hits_out.append(
                 SearchHit(
-                    id=f.id,
-                    score=f.score,
-                    normalized_score=f.normalized_score,
-                    ranks=dict(f.ranks),
-                    leg_scores=dict(f.leg_scores),
-                    source=sources.get(f.id, {}),
-                    highlights=highlights.get(f.id, {}),
+                    id=doc_id,
+                    score=score,
+                    normalized_score=normalized,
+                    ranks=ranks,
+                    leg_scores=leg_scores,
+                    source=h.get("_source") or {},
+                    highlights=highlight,
+                    highlight_source=_highlight_origin(highlight) if plan.highlight else None,
+                    position=position,
                 )
-                for f in fused[offset : offset + limit]
-            ]
-            overlap = 0
-            if len(ok_legs) == 2:
-                overlap = len(
-                    {str(h["_id"]) for h in ok_legs["bm25"].hits} & {str(h["_id"]) for h in ok_legs["knn"].hits}
-                )
-            first_error = next(iter(failed.values()), None)
-            response = SearchResponse(
-                query=cleaned.text,
-                mode=mode,
-                hits=hits,
-                total_fused=len(fused),
-                offset=offset,
-                limit=limit,
-                legs={leg: _leg_report(o) for leg, o in outcomes.items()},
-                overlap=overlap,
-                fusion={
-                    "method": method,
-                    "k": k,
-                    "weights": {leg: leg_weights[leg] for leg in legs},
-                    "window": win,
-                    "num_candidates": candidates,
-                },
-                degraded=bool(failed),
-                legs_failed=sorted(failed),
-                degraded_reason=first_error.reason if first_error else None,
-                query_adjustments=cleaned.adjustments,
-                latency_ms=(time.perf_counter() - started) * 1000,
-                correlation_id=get_correlation_id(),
             )
-            self._log_search(cleaned.text, mode, outcomes, response, started, original_length=cleaned.original_length)
-            search_span.set_attribute("search.hits", len(hits))
-            search_span.set_attribute("search.degraded", response.degraded)
-            if response.degraded:
-                search_span.set_attribute("search.legs_failed", response.legs_failed)
-                search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")
-            return response
+        finished = offset >= len(fused) and (not tail_possible or tail_done)
+        next_cursor: str | None = None
+        if finished:
+            await self._close_pit(pit)
+        else:
+            next_cursor = encode_cursor(
+                {"pit": pit, "o": offset, "t": tail_after, "tr": tail_rank, "td": tail_done, "fp": state["fp"]}
+                | {"p": int(state["p"]) + 1, "n": returned + len(chosen)}
+            )
+        page = SearchPage(
+            query=plan.text,
+            mode=plan.mode,
+            hits=hits_out,
+            page=int(state["p"]) + 1,
+            next_cursor=next_cursor,
+            returned=returned + len(chosen),
+            in_tail=in_tail,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+        event(
+            20,
+            "search page",
+            "search.page",
+            {
+                "search.mode": plan.mode,
+                "search.query_hash": query_hash(plan.text),
+                "search.page": page.page,
+                "search.hits": len(hits_out),
+                "search.in_tail": in_tail,
+                "search.walk_finished": finished,
+                "event.duration": int((time.perf_counter() - started) * 1e9),
+            },
+        )
+        return page
+
+    async def _pit_leg(self, out: _LegOutcome, body: dict[str, Any]) -> None:
+        es = self._es.options(request_timeout=self._settings.leg_timeout_s)
+        resp = await self._es_call(lambda: es.search(**body), deadline_s=self._settings.leg_timeout_s)
+        out.hits, out.took_ms, out.pit_id = (
+            list(resp.body["hits"]["hits"]),
+            resp.body.get("took"),
+            resp.body.get("pit_id"),
+        )
+
+    async def _knn_pit_leg(self, out: _LegOutcome, plan: _Plan, pit: str, keep_alive: str) -> None:
+        budget = self._settings.leg_timeout_s
+        out.waiting_on = "embeddings"
+        vector = await self._embed_query(plan.embed_text, deadline_s=budget)
+        out.waiting_on = "elasticsearch"
+        body = on_pit(
+            knn_query_request(vector, filters=plan.clauses, depth=plan.candidates, size=plan.window),
+            pit,
+            keep_alive,
+        )
+        await self._pit_leg(out, body)
 
     async def search_tool(
         self,
@@ -755,39 +1332,31 @@ class SearchClient:
         resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=self._settings.leg_timeout_s)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
 
-    async def _knn_leg(
-        self,
-        out: _LegOutcome,
-        index: str,
-        text: str,
-        clauses: list[dict[str, Any]],
-        k: int,
-        num_candidates: int,
-        similarity: float | None,
-    ) -> None:
+    async def _knn_leg(self, out: _LegOutcome, plan: _Plan) -> None:
         t0 = time.perf_counter()
         budget = self._settings.leg_timeout_s
         out.waiting_on = "embeddings"
-        vector = await self._embed_query(text, deadline_s=budget)
+        vector = await self._embed_query(plan.embed_text, deadline_s=budget)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
-        body = knn_request(vector, filters=clauses, k=k, num_candidates=num_candidates, similarity=similarity)
+        body = knn_request(
+            vector, filters=plan.clauses, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
+        )
         es = self._es.options(request_timeout=budget)
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
-        resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=remaining)
+        resp = await self._es_call(lambda: es.search(index=plan.target, **body), deadline_s=remaining)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
 
     def _log_search(
         self,
-        text: str,
-        mode: str,
+        plan: _Plan,
         outcomes: Mapping[str, _LegOutcome],
         response: SearchResponse | None,
         started: float,
         *,
         error: SearchError | None = None,
-        original_length: int | None = None,
     ) -> None:
+        text, mode, original_length = plan.text, plan.mode, plan.original_length
         fields: dict[str, Any] = {
             "search.mode": mode,
             "search.query_hash": query_hash(text),
@@ -813,6 +1382,12 @@ class SearchClient:
                 fields["search.query_truncated_from"] = original_length
             if response.query_adjustments:
                 fields["search.query_adjustments"] = response.query_adjustments
+            if response.recovery:
+                fields["search.recovery"] = response.recovery
+                fields["search.scope_tier"] = response.scope_tier
+            fields["search.round_trip"] = response.round_trip
+            if not response.highlights_complete:
+                fields["search.highlights_complete"] = False
         if error is not None:
             fields["error.type"] = type(error).__name__
             fields["error.message"] = str(error)
@@ -871,6 +1446,29 @@ def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:
     else:
         reason = kind
     return FailedDocument(id=doc_id, reason=reason, detail=detail, status=status if isinstance(status, int) else None)
+
+
+def _pit_missing(error: SearchError) -> bool:
+    """Elasticsearch's answer for an expired or closed point-in-time."""
+    return isinstance(error, DependencyError) and error.status == 404 and "search_context_missing" in str(error)
+
+
+def _highlight_origin(highlight: Mapping[str, list[str]]) -> HighlightSource:
+    return "followup" if any("<em>" in f for frags in highlight.values() for f in frags) else "snippet"
+
+
+def _msearch_item_error(item: Mapping[str, Any]) -> SearchError:
+    status = item.get("status")
+    error = item.get("error")
+    kind = _error_type({"error": error}) if isinstance(error, Mapping) else None
+    if status == 404 and kind == "index_not_found_exception":
+        return IndexNotFound(f"index not found: {_error_reason(item)}; call ensure_index()")
+    return DependencyError(
+        f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {_error_reason(item)}",
+        dependency="elasticsearch",
+        status=status if isinstance(status, int) else None,
+        reason="http_error",
+    )
 
 
 def _leg_report(o: _LegOutcome) -> LegReport:

@@ -8,10 +8,12 @@
     │   ├── DimensionMismatch           index vectors != embedder vectors (or another model built it)
     │   └── ClientClosed                the SearchClient was closed (or never opened)
     ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
-    │                                   raised before any request is sent
+    │   │                               raised before any request is sent
+    │   └── QuerySyntaxError            (storage._syntax) the opt-in query syntax; .position, .token
     ├── InvalidDocument                 a document given to index_documents is invalid (.position);
     │                                   raised before any request is sent
     ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
+    ├── CursorExpired                   a deep-paging walk's point-in-time expired: start the walk again
     ├── DependencyUnavailable           NO RESPONSE from a dependency: refused, reset, timeout (transient)
     │   ├── CircuitOpen                 our breaker is open: failed fast, nothing was sent
     │   └── Overloaded                  our concurrency bound is full: failed fast, nothing was sent
@@ -34,6 +36,7 @@ __all__ = [
     "CircuitOpen",
     "ClientClosed",
     "ConfigurationError",
+    "CursorExpired",
     "DependencyError",
     "DependencyUnavailable",
     "DimensionMismatch",
@@ -93,6 +96,12 @@ class IndexNotFound(SearchError):
     """The index or alias does not exist."""
 
     reason = "index_not_found"
+
+
+class CursorExpired(SearchError):
+    """A deep-paging cursor's point-in-time has expired (or was closed): start the walk again."""
+
+    reason = "cursor_expired"
 
 
 class DependencyUnavailable(SearchError):

@@ -42,6 +42,15 @@ def error_type(body: Any) -> str | None:
     return None
 
 
+def _root_cause(body: Any) -> str:
+    """The first root cause, which often says more than the top-level type (e.g. an expired PIT)."""
+    try:
+        cause = body["error"]["root_cause"][0]
+        return f" ({cause['type']}: {str(cause.get('reason', ''))[:200]})"
+    except (KeyError, IndexError, TypeError):
+        return ""
+
+
 def map_es_error(exc: BaseException) -> SearchError:
     """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
     if isinstance(exc, SearchError):
@@ -57,7 +66,7 @@ def map_es_error(exc: BaseException) -> SearchError:
         if status == 404 and error_type(exc.body) == "index_not_found_exception":
             return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
         return DependencyError(
-            f"Elasticsearch answered {status}: {exc.message}",
+            f"Elasticsearch answered {status}: {exc.message}{_root_cause(exc.body)}",
             dependency="elasticsearch",
             status=status,
             reason="http_error",

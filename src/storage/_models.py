@@ -17,6 +17,7 @@ __all__ = [
     "IndexReport",
     "LegReport",
     "SearchHit",
+    "SearchPage",
     "SearchResponse",
 ]
 
@@ -160,8 +161,14 @@ class SearchHit(BaseModel):
     #: Each leg's raw score (BM25 score, kNN similarity score).
     leg_scores: dict[str, float] = Field(default_factory=dict)
     source: dict[str, Any] = Field(default_factory=dict)
-    #: From the BM25 leg: field -> fragments with the matches in ``<em>``.
+    #: field -> fragments with the matches in ``<em>``.
     highlights: dict[str, list[str]] = Field(default_factory=dict)
+    #: Where ``highlights`` came from: ``bm25`` (the leg itself), ``followup`` (a follow-up request for a
+    #: hit the BM25 leg did not return, e.g. kNN-only), ``snippet`` (no query term in it: the text's start),
+    #: or None (highlights not requested, or the follow-up did not fit the budget).
+    highlight_source: Literal["bm25", "followup", "snippet"] | None = None
+    #: Deep paging only: the 1-based position of this hit in the whole walk.
+    position: int | None = None
 
     @property
     def title(self) -> str:
@@ -192,8 +199,40 @@ class SearchResponse(BaseModel):
     degraded_reason: str | None = None
     #: What query hygiene changed: ``truncated``, ``control_chars_removed``, ``quotes_repaired``...
     query_adjustments: list[str] = Field(default_factory=list)
+    #: Zero-result recovery that served this response: ``fuzzy`` (the BM25 leg found nothing and its fuzzy
+    #: retry did), ``scope`` (a wider filter tier served; see ``scope_tier``).
+    recovery: list[str] = Field(default_factory=list)
+    #: Which filter tier served: 0 = the filters given, n = ``scopes[n - 1]``.
+    scope_tier: int = 0
+    #: ``parallel`` (two concurrent requests) or ``msearch`` (both legs in one ``_msearch``).
+    round_trip: str = "parallel"
+    #: False when highlights were requested but the follow-up for non-BM25 hits failed or ran out of time.
+    highlights_complete: bool = True
     latency_ms: float = 0.0
     correlation_id: str | None = None
+
+    @property
+    def ids(self) -> list[str]:
+        return [h.id for h in self.hits]
+
+
+class SearchPage(BaseModel):
+    """One page of a deep-paging walk (:meth:`SearchClient.search_page`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    query: str
+    mode: SearchMode
+    hits: list[SearchHit]
+    #: 1-based page number within the walk.
+    page: int
+    #: Pass it back to get the next page; None when the walk is over (its point-in-time is then closed).
+    next_cursor: str | None
+    #: Hits returned by the walk so far, this page included.
+    returned: int
+    #: Whether this page reached into the BM25 tail (keyword matches ranked below ``depth``).
+    in_tail: bool = False
+    latency_ms: float = 0.0
 
     @property
     def ids(self) -> list[str]:

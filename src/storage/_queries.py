@@ -5,11 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BM25_FIELDS", "bm25_request", "knn_request"]
+__all__ = [
+    "BM25_FIELDS",
+    "PIT_SORT",
+    "bm25_fuzzy_request",
+    "bm25_request",
+    "fetch_request",
+    "knn_query_request",
+    "knn_request",
+    "msearch_body",
+    "on_pit",
+]
 
 #: A title match counts twice a body match.
 BM25_FIELDS: tuple[str, ...] = ("title^2", "text")
 _SOURCE = {"excludes": ["embedding"]}
+#: A total order for paging on a point-in-time: score, then the PIT's own cheap tiebreaker.
+PIT_SORT: list[dict[str, str]] = [{"_score": "desc"}, {"_shard_doc": "asc"}]
+_HIGHLIGHT_TEXT = {"fragment_size": 160, "number_of_fragments": 2}
 
 
 def bm25_request(
@@ -19,37 +32,83 @@ def bm25_request(
     size: int,
     fields: Sequence[str] = BM25_FIELDS,
     highlight: bool = True,
+    clause: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: BM25 over ``fields`` inside ``bool.filter``.
 
     ``simple_query_string`` with only PHRASE and WHITESPACE: ``"exact phrase"`` works, every other
-    character is literal, and no user text can cause a parse error.
+    character is literal, and no user text can cause a parse error. ``clause`` replaces it with a clause
+    built by :mod:`storage._syntax` (the opt-in query syntax).
     """
-    query: dict[str, Any] = {
-        "bool": {
-            "must": [
-                {
-                    "simple_query_string": {
-                        "query": text,
-                        "fields": list(fields),
-                        "default_operator": "or",
-                        "flags": "PHRASE|WHITESPACE",
-                        "lenient": True,
-                    }
-                }
-            ],
-            "filter": list(filters),
-        }
-    }
+    query = {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(filters)}}
     body: dict[str, Any] = {"query": query, "size": size, "source": _SOURCE, "track_total_hits": False}
     if highlight:
-        body["highlight"] = {
-            "fields": {
-                "title": {"number_of_fragments": 0},
-                "text": {"fragment_size": 160, "number_of_fragments": 2},
-            },
-        }
+        body["highlight"] = _highlight()
     return body
+
+
+def bm25_fuzzy_request(
+    text: str,
+    *,
+    filters: Sequence[dict[str, Any]],
+    size: int,
+    fields: Sequence[str] = BM25_FIELDS,
+    highlight: bool = True,
+) -> dict[str, Any]:
+    """The zero-result retry: the same terms with ``fuzziness: AUTO`` (1 edit from 3 letters, 2 from 6),
+    the first letter fixed (misspellings rarely change it, and it keeps the expansion cheap)."""
+    match = {
+        "multi_match": {
+            "query": text,
+            "fields": list(fields),
+            "fuzziness": "AUTO",
+            "prefix_length": 1,
+            "max_expansions": 50,
+            "operator": "or",
+            "lenient": True,
+        }
+    }
+    body: dict[str, Any] = {
+        "query": {"bool": {"must": [match], "filter": list(filters)}},
+        "size": size,
+        "source": _SOURCE,
+        "track_total_hits": False,
+    }
+    if highlight:
+        body["highlight"] = _highlight()
+    return body
+
+
+def fetch_request(
+    text: str, ids: Sequence[str], *, source: bool, fields: Sequence[str] = BM25_FIELDS
+) -> dict[str, Any]:
+    """One cheap follow-up for given ids: their highlights for ``text`` (a leading snippet when no term
+    matches, e.g. a hit only the kNN leg found) and, if ``source``, their documents."""
+    highlight = _highlight()
+    highlight["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
+    return {
+        "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}], "should": [_keywords(text, fields)]}},
+        "size": len(ids),
+        "source": _SOURCE if source else False,
+        "highlight": highlight,
+        "track_total_hits": False,
+    }
+
+
+def _keywords(text: str, fields: Sequence[str]) -> dict[str, Any]:
+    return {
+        "simple_query_string": {
+            "query": text,
+            "fields": list(fields),
+            "default_operator": "or",
+            "flags": "PHRASE|WHITESPACE",
+            "lenient": True,
+        }
+    }
+
+
+def _highlight() -> dict[str, Any]:
+    return {"fields": {"title": {"number_of_fragments": 0}, "text": dict(_HIGHLIGHT_TEXT)}}
 
 
 def knn_request(
@@ -73,3 +132,41 @@ def knn_request(
     if similarity is not None:
         knn["similarity"] = similarity
     return {"knn": knn, "size": k, "source": _SOURCE, "track_total_hits": False}
+
+
+def knn_query_request(
+    vector: Sequence[float],
+    *,
+    filters: Sequence[dict[str, Any]],
+    depth: int,
+    size: int,
+    similarity: float | None = None,
+) -> dict[str, Any]:
+    """The ``knn`` *query* (not the top-level section): the ``depth`` nearest documents per shard as an
+    ordinary scored query, so a point-in-time walk can page through them with ``search_after``."""
+    knn: dict[str, Any] = {"field": "embedding", "query_vector": list(vector), "num_candidates": depth}
+    if filters:
+        knn["filter"] = list(filters)
+    if similarity is not None:
+        knn["similarity"] = similarity
+    return {"query": {"knn": knn}, "size": size, "source": False, "track_total_hits": False}
+
+
+def on_pit(
+    body: dict[str, Any], pit_id: str, keep_alive: str, search_after: Sequence[Any] | None = None
+) -> dict[str, Any]:
+    """``body`` run on a point-in-time (no index: the PIT names it), in a total order, ids only."""
+    out = {**body, "pit": {"id": pit_id, "keep_alive": keep_alive}, "sort": PIT_SORT, "track_scores": True}
+    out["source"] = False
+    out.pop("highlight", None)
+    if search_after is not None:
+        out["search_after"] = list(search_after)
+    return out
+
+
+def msearch_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``search`` keyword-argument body as an ``_msearch`` item body (``source`` is ``_source`` there)."""
+    out = dict(body)
+    if "source" in out:
+        out["_source"] = out.pop("source")
+    return out

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._fusion import DEFAULT_RRF_K, FusionMethod
 from ._resilience import ResiliencePolicy
 
-__all__ = ["SearchSettings"]
+__all__ = ["RoundTrip", "SearchSettings"]
+
+#: How a hybrid search reaches Elasticsearch: two concurrent requests, or one ``_msearch``.
+RoundTrip = Literal["parallel", "msearch"]
 
 
 class SearchSettings(BaseSettings):
@@ -45,6 +50,13 @@ class SearchSettings(BaseSettings):
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     bm25_weight: float = Field(default=1.0, ge=0)
     knn_weight: float = Field(default=1.0, ge=0)
+    #: Two concurrent requests (BM25 starts while the query is embedded) or one ``_msearch`` after the
+    #: embedding. See docs/benchmarks.md for the measurement behind the default.
+    round_trip: RoundTrip = "parallel"
+    #: Deep paging (search_page): each leg's depth fused into the walk's head; then the BM25 tail.
+    paging_depth: int = Field(default=1000, ge=1, le=10_000)
+    #: How long a walk's point-in-time lives between two pages.
+    pit_keep_alive: str = Field(default="5m", pattern=r"^[0-9]+(ms|s|m|h)$")
     #: Documents per bulk request.
     bulk_chunk_size: int = Field(default=200, ge=1)
     #: Bytes per bulk request. Under aiohttp's 1 MiB mark, above which it warns that a raw body may block
