@@ -1,0 +1,381 @@
+"""For LLM agents: a search tool with a JSON schema, LLM-ready observations, and a RAG context assembler.
+
+The tool's surface is minimal on purpose: the model gives a query and, if the host allows them, a few
+filters. Retrieval depth, mode, fusion and tenant are host policy, fixed when the tool is built::
+
+    tool = SearchTool(client, allowed_filters=("ticker", "date"), limit=5)
+    tools = [tool.definition(), tool.get_document_definition()]   # OpenAI "tools" format
+    observation = await tool.run(arguments_json)                   # always a string, never a traceback
+
+The formatting and the context assembly are pure functions (:func:`format_results`,
+:func:`assemble_context`, :func:`extract_citations`, :func:`error_message`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from ._errors import (
+    CircuitOpen,
+    DependencyUnavailable,
+    IndexNotFound,
+    InvalidQuery,
+    Overloaded,
+    SearchError,
+    SearchFailed,
+)
+from ._models import SearchHit, SearchMode, SearchResponse
+
+if TYPE_CHECKING:
+    from ._client import SearchClient
+
+__all__ = [
+    "AssembledContext",
+    "SearchTool",
+    "assemble_context",
+    "error_message",
+    "extract_citations",
+    "format_document",
+    "format_results",
+]
+
+#: Filters a host may expose to the model: name -> (description, type).
+_FILTERS: dict[str, tuple[str, Any]] = {
+    "ticker": ("Only documents about this company ticker symbol, e.g. AAPL.", str),
+    "doc_type": ("Only documents of this type, e.g. news, filing, 10-K.", str),
+    "source": ("Only documents from this source, e.g. reuters.", str),
+    "date": ("", None),  # expands to date_from / date_to
+}
+_EM = re.compile(r"</?em>")
+_SPACES = re.compile(r"\s+")
+_CITATION = re.compile(r"\[#([^\]\s]+)\]")
+_LEG_NAMES = {"bm25": "keyword", "knn": "semantic"}
+_MIDNIGHT = re.compile(r"^(\d{4}-\d{2}-\d{2})T00:00(:00(\.0+)?)?(Z|[+-]00:?00)?$")
+
+
+# -- formatting (pure) ---------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    text = _SPACES.sub(" ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut + "…"
+
+
+def _snippet(hit: SearchHit, limit: int) -> str:
+    fragments = hit.highlights.get("text") or []
+    raw = " … ".join(fragments) if fragments else hit.text
+    return _clip(html.unescape(_EM.sub("", raw)), limit)
+
+
+def _show(value: Any) -> str:
+    """A value as an LLM should read it: a datetime at midnight is just its date."""
+    text = str(value)
+    m = _MIDNIGHT.match(text)
+    return m.group(1) if m else text
+
+
+def _meta(hit: SearchHit) -> str:
+    src = hit.source
+    parts = [f"{key}: {_show(src[key])}" for key in ("source", "published_at", "ticker", "doc_type") if src.get(key)]
+    found = ", ".join(f"{_LEG_NAMES.get(leg, leg)} #{rank}" for leg, rank in sorted(hit.ranks.items()))
+    parts.append(f"relevance: {hit.normalized_score:.2f}")
+    if found:
+        parts.append(f"found by: {found}")
+    return " | ".join(parts).replace("published_at:", "date:")
+
+
+def format_results(
+    response: SearchResponse, *, max_chars: int = 4000, snippet_chars: int = 280, shown_query: str | None = None
+) -> str:
+    """A numbered list an LLM can read and cite: ``[#id]``, title, source/date, the relevance that ordered
+    it, which legs found it, a capped snippet; the whole within ``max_chars``."""
+    query = shown_query if shown_query is not None else response.query
+    if not response.hits:
+        return (
+            f'No matches for "{query}". Try rephrasing with different or fewer keywords, '
+            "or drop a filter; do not invent results."
+        )
+    n_hits = len(response.hits)
+    lines = [f'{n_hits} result{"s" if n_hits != 1 else ""} for "{query}", best first. Cite them as [#id].']
+    if response.degraded:
+        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in response.legs_failed)
+        lines.append(f"Note: partial results — {lost} search was unavailable ({response.degraded_reason}).")
+    text = "\n".join(lines)
+    omitted = 0
+    for n, hit in enumerate(response.hits, start=1):
+        entry = f"\n{n}. [#{hit.id}] {hit.title or '(untitled)'}\n   {_meta(hit)}\n   {_snippet(hit, snippet_chars)}"
+        reserve = 80 if n < len(response.hits) else 0  # room for the "left out" line
+        if len(text) + len(entry) + reserve > max_chars:
+            if n == 1:  # always show the best hit, shortened
+                entry = _clip(entry, max(max_chars - len(text) - reserve, 40))
+                text += entry
+                continue
+            omitted = len(response.hits) - n + 1
+            break
+        text += entry
+    if omitted:
+        text += f"\n({omitted} more results left out to stay within the size limit.)"
+    return text
+
+
+def format_document(doc: Mapping[str, Any] | None, doc_id: str, *, max_chars: int = 6000) -> str:
+    if doc is None:
+        return f"No document with id '{doc_id}'. Use an id from a search result (the part after [#)."
+    header = f"[#{doc_id}] {doc.get('title') or '(untitled)'}"
+    meta = " | ".join(
+        f"{k if k != 'published_at' else 'date'}: {_show(doc[k])}"
+        for k in ("source", "published_at", "ticker", "doc_type")
+        if doc.get(k)
+    )
+    body = _clip(str(doc.get("text", "")), max(max_chars - len(header) - len(meta) - 4, 100))
+    return "\n".join(part for part in (header, meta, "", body) if part is not None)
+
+
+def error_message(exc: BaseException, *, retry_after_s: float | None = None) -> str:
+    """A short, actionable sentence for the model: never a stack trace, never internals."""
+    if isinstance(exc, SearchFailed):
+        errors = list(exc.leg_errors.values())
+        if errors and all(isinstance(e, CircuitOpen) for e in errors):
+            return error_message(errors[0], retry_after_s=retry_after_s)
+        if errors and all(getattr(e, "reason", None) == "timeout" for e in errors):
+            return "Search timed out. Retry once with a shorter, more specific query."
+        return "Search failed on the server side. Retry once; if it fails again, answer without search results."
+    if isinstance(exc, CircuitOpen):
+        wait = f" in about {int(retry_after_s)} seconds" if retry_after_s else " later"
+        return (
+            "Search is temporarily unavailable (its backend failed repeatedly and is recovering). "
+            f"Try again{wait}, or tell the user search is down."
+        )
+    if isinstance(exc, Overloaded):
+        return "Search is busy right now. Wait a few seconds and retry once."
+    if isinstance(exc, DependencyUnavailable) and exc.reason == "timeout":
+        return "Search timed out. Retry once with a shorter, more specific query."
+    if isinstance(exc, IndexNotFound):
+        return "The search index does not exist yet. Tell the user that search is not set up."
+    if isinstance(exc, InvalidQuery):
+        first = str(exc).splitlines()[0]
+        if "empty" in first:
+            return "Error: the query is empty. Call the tool again with a few words describing what to find."
+        return f"Error: {first}. Fix the arguments and call the tool again."
+    if isinstance(exc, SearchError):
+        return f"Search failed ({exc.reason}). Retry once; if it fails again, answer without search results."
+    return "Search failed unexpectedly. Answer without search results."
+
+
+# -- context assembly for RAG callers (pure) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    text: str
+    #: The hit ids whose entries are in ``text``, in order.
+    ids: list[str]
+    #: True when an entry was cut or left out to respect ``max_context_chars``.
+    truncated: bool
+
+
+def _entry_header(hit: SearchHit) -> str:
+    src = hit.source
+    date_ = _show(src.get("published_at") or "-")
+    return f"ENTRY #{hit.id} | {date_} | {src.get('source') or '-'} | {src.get('title') or '-'}"
+
+
+def assemble_context(
+    hits: Sequence[SearchHit], *, max_context_chars: int, min_partial_chars: int = 100
+) -> AssembledContext:
+    """``ENTRY #id | date | source | title`` blocks, best first, within ``max_context_chars``; the last entry
+    is cut only if at least ``min_partial_chars`` of its text fit, otherwise left out."""
+    blocks: list[str] = []
+    ids: list[str] = []
+    used = 0
+    truncated = False
+    for hit in hits:
+        header = _entry_header(hit)
+        body = _SPACES.sub(" ", hit.text).strip()
+        sep = 2 if blocks else 0
+        block = f"{header}\n{body}"
+        if used + sep + len(block) <= max_context_chars:
+            blocks.append(block)
+            ids.append(hit.id)
+            used += sep + len(block)
+            continue
+        truncated = True
+        room = max_context_chars - used - sep - len(header) - 1
+        if room >= min_partial_chars:
+            blocks.append(f"{header}\n{body[: room - 1]}…")
+            ids.append(hit.id)
+        break
+    return AssembledContext(text="\n\n".join(blocks), ids=ids, truncated=truncated)
+
+
+def extract_citations(answer: str, included_ids: Sequence[str]) -> list[str]:
+    """The ``[#id]`` citations in ``answer`` that refer to included entries, unique and in order; when the
+    answer cites none of them, every included id (the answer drew on the whole context)."""
+    allowed = set(included_ids)
+    seen: list[str] = []
+    for match in _CITATION.finditer(answer):
+        doc_id = match.group(1)
+        if doc_id in allowed and doc_id not in seen:
+            seen.append(doc_id)
+    return seen or list(included_ids)
+
+
+# -- the tool ------------------------------------------------------------------------------------------
+
+
+class SearchTool:
+    """A search tool for LLM agents over a :class:`SearchClient` (host policy fixed here, not by the model)."""
+
+    def __init__(
+        self,
+        client: SearchClient,
+        *,
+        name: str = "search_documents",
+        description: str | None = None,
+        allowed_filters: Sequence[str] = (),
+        limit: int = 5,
+        mode: SearchMode = "hybrid",
+        tenant_id: str | None = None,
+        fixed_filters: Mapping[str, Any] | None = None,
+        max_chars: int = 4000,
+        snippet_chars: int = 280,
+    ) -> None:
+        unknown = set(allowed_filters) - set(_FILTERS)
+        if unknown:
+            raise ValueError(f"unknown filters {sorted(unknown)}; choose from {sorted(_FILTERS)}")
+        self.client, self.name = client, name
+        self.description = description or (
+            "Search the document collection (keyword and semantic search combined). Returns a numbered list "
+            "of the best matches with [#id] citations, sources, dates and snippets."
+        )
+        self.limit, self.mode, self.tenant_id, self.fixed_filters = limit, mode, tenant_id, fixed_filters
+        self.max_chars, self.snippet_chars = max_chars, snippet_chars
+        self.allowed_filters = tuple(allowed_filters)
+        self.args_model = self._build_args_model()
+
+    def _build_args_model(self) -> type[BaseModel]:
+        fields: dict[str, Any] = {
+            "query": (
+                str,
+                Field(
+                    description="What to look for: a question or a few keywords, in natural language.",
+                    min_length=1,
+                    max_length=500,
+                ),
+            )
+        }
+        for name in self.allowed_filters:
+            if name == "date":
+                fields["date_from"] = (date | None, Field(None, description="Only documents on or after (YYYY-MM-DD)."))
+                fields["date_to"] = (date | None, Field(None, description="Only documents on or before (YYYY-MM-DD)."))
+            else:
+                desc, typ = _FILTERS[name]
+                fields[name] = (typ | None, Field(None, description=desc, max_length=100))
+        model: type[BaseModel] = create_model("SearchArguments", __config__=ConfigDict(extra="forbid"), **fields)
+        return model
+
+    def parameters_schema(self) -> dict[str, Any]:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    def definition(self) -> dict[str, Any]:
+        """The tool in the OpenAI ``tools`` format; ``["function"]`` is the plain JSON-schema function spec
+        other frameworks (and MCP) take as-is."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters_schema()},
+        }
+
+    def get_document_definition(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": "get_document",
+                "description": "Read one document in full by the id a search result cited as [#id].",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string", "description": "The id after [# in a result."}},
+                    "required": ["id"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def _parse(self, arguments: str | Mapping[str, Any]) -> BaseModel:
+        data = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        return self.args_model.model_validate(data)
+
+    async def run(self, arguments: str | Mapping[str, Any]) -> str:
+        """Run the tool on the model's arguments (a JSON string or a mapping); always returns text."""
+        try:
+            args = self._parse(arguments)
+        except json.JSONDecodeError:
+            return 'Error: the arguments are not valid JSON. Send an object such as {"query": "..."}.'
+        except ValidationError as exc:
+            return _validation_message(exc)
+        values = args.model_dump()
+        query = str(values.pop("query"))
+        filters: dict[str, Any] = {}
+        date_range = {
+            op: values.pop(key).isoformat()
+            for key, op in (("date_from", "gte"), ("date_to", "lte"))
+            if values.get(key) is not None
+        }
+        values.pop("date_from", None)
+        values.pop("date_to", None)
+        if date_range:
+            filters["published_at"] = date_range
+        filters.update({k: v for k, v in values.items() if v is not None})
+        filters.update(self.fixed_filters or {})  # host policy wins over the model's arguments
+        try:
+            response = await self.client.search(
+                query, mode=self.mode, filters=filters or None, tenant_id=self.tenant_id, limit=self.limit
+            )
+        except SearchError as exc:
+            return error_message(exc, retry_after_s=self.client.settings.breaker_reset_s)
+        return format_results(response, max_chars=self.max_chars, snippet_chars=self.snippet_chars)
+
+    async def get_document(self, arguments: str | Mapping[str, Any]) -> str:
+        try:
+            data = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+            doc_id = str(data["id"]).strip().removeprefix("#")
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return 'Error: pass {"id": "<id from a [#id] citation>"}.'
+        if not doc_id:
+            return "Error: the id is empty. Use an id from a search result."
+        try:
+            doc = await self.client.get_document(doc_id)
+        except SearchError as exc:
+            return error_message(exc, retry_after_s=self.client.settings.breaker_reset_s)
+        if doc is not None and self.tenant_id is not None and doc.get("tenant_id") != self.tenant_id:
+            doc = None  # another tenant's document does not exist for this caller
+        return format_document(doc, doc_id, max_chars=self.max_chars)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        if where == "query" and err["type"] in ("string_too_short", "missing"):
+            return "Error: the query is empty. Call the tool again with a few words describing what to find."
+        if err["type"] == "extra_forbidden":
+            problems.append(f"'{where}' is not an argument of this tool")
+        else:
+            problems.append(f"{where}: {err['msg']}")
+    return "Error: " + "; ".join(problems) + ". Fix the arguments and call the tool again."

@@ -1,0 +1,94 @@
+"""LLM-facing text is pure: formatting, budgets, the context assembler and citation extraction."""
+
+from __future__ import annotations
+
+from storage import SearchHit, SearchResponse
+from storage._errors import CircuitOpen, InvalidQuery, Overloaded, SearchFailed
+from storage.agent import assemble_context, error_message, extract_citations, format_results
+
+
+def _hit(i: int, text: str = "", **source: str) -> SearchHit:
+    return SearchHit(
+        id=f"d{i}",
+        score=1 / (60 + i),
+        normalized_score=1 - i / 100,
+        ranks={"bm25": i, "knn": i + 1},
+        source={"title": f"Title {i}", "text": text or f"Body of document {i}. " * 20, **source},
+        highlights={"text": [f"the <em>revenue</em> of {i}"]},
+    )
+
+
+def _response(hits: list[SearchHit], **kw: object) -> SearchResponse:
+    return SearchResponse(
+        query="revenue",
+        mode="hybrid",
+        hits=hits,
+        total_fused=len(hits),
+        offset=0,
+        limit=10,
+        legs={},
+        overlap=0,
+        fusion={},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_results_are_a_numbered_list_with_citations_provenance_and_clean_snippets() -> None:
+    text = format_results(_response([_hit(1, source="reuters", published_at="2024-02-01")]))
+    assert text.splitlines()[0] == '1 result for "revenue", best first. Cite them as [#id].'
+    assert "1. [#d1] Title 1" in text
+    assert "date: 2024-02-01" in text
+    assert "relevance: 0.99" in text
+    assert "found by: keyword #1, semantic #2" in text
+    assert "the revenue of 1" in text
+    assert "<em>" not in text
+
+
+def test_the_observation_stays_within_its_budget_and_says_what_it_left_out() -> None:
+    hits = [_hit(i) for i in range(1, 30)]
+    text = format_results(_response(hits), max_chars=1200, snippet_chars=200)
+    assert len(text) <= 1200
+    assert "more results left out" in text
+    tiny = format_results(_response(hits[:1]), max_chars=150)
+    assert "[#d1]" in tiny
+
+
+def test_no_hits_and_degraded_results_are_said_in_one_line() -> None:
+    assert "No matches" in format_results(_response([]))
+    assert "rephras" in format_results(_response([]))
+    degraded = format_results(_response([_hit(1)], degraded=True, legs_failed=["knn"], degraded_reason="timeout"))
+    assert "Note: partial results — semantic search was unavailable (timeout)." in degraded
+
+
+def test_typed_errors_become_short_actionable_sentences() -> None:
+    assert "about 30 seconds" in error_message(CircuitOpen("x", dependency="elasticsearch"), retry_after_s=30)
+    both_open = SearchFailed("x", leg_errors={"bm25": CircuitOpen("x", dependency="elasticsearch")})
+    assert "temporarily unavailable" in error_message(both_open)
+    assert "busy" in error_message(Overloaded("x", dependency="elasticsearch"))
+    assert "empty" in error_message(InvalidQuery("query is empty"))
+    for msg in (error_message(both_open), error_message(InvalidQuery("a\nb"))):
+        assert "Traceback" not in msg
+        assert "\n" not in msg
+
+
+def test_context_entries_fit_and_only_the_last_is_cut_when_enough_of_it_fits() -> None:
+    hits = [_hit(i, text="x" * 300, published_at="2024-01-0" + str(i), source="wire") for i in range(1, 5)]
+    whole = assemble_context(hits[:2], max_context_chars=10_000)
+    assert whole.ids == ["d1", "d2"]
+    assert not whole.truncated
+    assert whole.text.startswith("ENTRY #d1 | 2024-01-01 | wire | Title 1\n")
+    one_and_a_bit = len(whole.text.split("\n\n")[0]) + 2 + 40 + 150
+    cut = assemble_context(hits, max_context_chars=one_and_a_bit)
+    assert cut.ids == ["d1", "d2"]
+    assert cut.truncated
+    assert cut.text.endswith("…")
+    assert len(cut.text) <= one_and_a_bit
+    no_room = assemble_context(hits, max_context_chars=len(whole.text.split("\n\n")[0]) + 60)
+    assert no_room.ids == ["d1"]
+    assert no_room.truncated
+
+
+def test_citations_are_unique_in_order_and_fall_back_to_everything_included() -> None:
+    included = ["a", "b", "c"]
+    assert extract_citations("B says [#b], and [#a]; again [#b] and [#zz].", included) == ["b", "a"]
+    assert extract_citations("No citations here.", included) == included
