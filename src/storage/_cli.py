@@ -1,26 +1,37 @@
-"""``hybrid-search``: the command line.
+"""``hybrid-search``: the command line (typer + rich).
 
-``hybrid-search demo`` is the main job on a fresh machine: use ``ES_URL`` if set, else start a local
-Elasticsearch (fetched from Maven Central on first use); create an index, index a small corpus this module
-writes itself, run a hybrid search, print the hits, and stop what it started.
+Commands: ``demo`` (the main job on a fresh machine: ``ES_URL`` if set, else a local Elasticsearch fetched
+from Maven Central; index a small corpus this module writes itself, search, stop what it started),
+``init``, ``ingest``, ``search``, ``health``, ``eval``, ``mcp``, ``kibana-import``. Settings come from the
+environment (``ES_*``, ``EMBEDDINGS_*``); ``--url`` / ``--index`` override the two most common ones.
+Errors print one line and exit non-zero (1: some documents failed, 2: an error); ``--verbose`` shows the
+details.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import json
 import os
 import sys
 import time
+import traceback
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import date
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from embeddings import create_embedder
 
-from ._errors import SearchError
-from ._models import Document, SearchResponse
+from ._errors import ConfigurationError, SearchError
+from ._eval import beir_document, load_beir, read_jsonl_documents
+from ._models import Document, IndexProgress, SearchResponse
 from ._settings import SearchSettings
 
 DEMO_CORPUS: tuple[Document, ...] = (
@@ -73,18 +84,312 @@ DEMO_CORPUS: tuple[Document, ...] = (
 )
 
 
-def print_response(res: SearchResponse, out: TextIO | None = None) -> None:
-    stream = out if out is not None else sys.stdout
+app = typer.Typer(
+    name="hybrid-search",
+    help="Hybrid (BM25 + kNN) search over Elasticsearch, fused in the client.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+_state: dict[str, Any] = {"verbose": False, "url": None, "index": None}
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show error details.")] = False,
+    url: Annotated[str | None, typer.Option(help="Elasticsearch URL(s); overrides ES_URL.")] = None,
+    index: Annotated[str | None, typer.Option(help="Alias to use; overrides ES_INDEX.")] = None,
+) -> None:
+    _state.update(verbose=verbose, url=url, index=index)
+
+
+def _settings(**extra: Any) -> SearchSettings:
+    overrides = {k: v for k, v in (("url", _state["url"]), ("index", _state["index"])) if v}
+    return SearchSettings(**{**overrides, **extra})
+
+
+def _run(coro: Coroutine[Any, Any, int | None]) -> None:
+    """Run a command: typed errors become one line and exit code 2."""
+    try:
+        code = asyncio.run(coro)
+    except SearchError as exc:
+        if _state["verbose"]:
+            traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        err.print(f"error ({type(exc).__name__}): {first}", markup=False)
+        raise typer.Exit(2) from None
+    except (ValueError, OSError) as exc:  # bad settings (pydantic), unreadable files
+        if _state["verbose"]:
+            traceback.print_exc()
+        err.print(f"error: {str(exc).splitlines()[0]}", markup=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code or 0)
+
+
+def _client() -> Any:
+    from ._client import SearchClient
+
+    return SearchClient.from_settings(_settings())
+
+
+# -- init ----------------------------------------------------------------------------------------------
+
+
+@app.command()
+def init() -> None:
+    """Create the index (alias + versioned index) if missing, or check that the existing one fits."""
+
+    async def go() -> int:
+        async with _client() as client:
+            name = await client.ensure_index()
+            count = await client.count()
+            out.print(f"index ready: alias {client.index} -> {name} ({count} documents)", markup=False)
+            out.print(f"embeddings: {client.embedder.model_id} ({client.embedder.dimensions} dims)", markup=False)
+        return 0
+
+    _run(go())
+
+
+# -- ingest --------------------------------------------------------------------------------------------
+
+
+def _documents_from(path: Path, problems: list[str]) -> list[Document]:
+    """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields) or a folder of text files."""
+    docs: list[Document] = []
+    if path.is_dir():
+        for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".txt", ".md")):
+            text = file.read_text(encoding="utf-8", errors="replace").strip()
+            if not text:
+                problems.append(f"{file}: empty file")
+                continue
+            first = text.splitlines()[0].lstrip("# ").strip()
+            docs.append(Document(id=str(file.relative_to(path)), title=first[:200], text=text, source=file.name))
+        return docs
+    if not path.is_file():
+        raise ConfigurationError(f"{path} does not exist")
+    for number, record, problem in read_jsonl_documents(path):
+        if record is None:
+            problems.append(problem or f"line {number}: unreadable")
+            continue
+        try:
+            docs.append(Document.model_validate(beir_document(record)))
+        except ValueError as exc:
+            problems.append(f"line {number}: {str(exc).splitlines()[0]}")
+    return docs
+
+
+@app.command()
+def ingest(
+    path: Annotated[Path, typer.Argument(help="A .jsonl file (BEIR corpus format) or a folder of .txt/.md files.")],
+) -> None:
+    """Embed and index documents, with a progress bar and a summary; exit 1 if any document failed."""
+
+    async def go() -> int:
+        problems: list[str] = []
+        docs = _documents_from(path, problems)
+        async with _client() as client:
+            await client.ensure_index()
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("indexing", total=len(docs))
+
+                def progress(p: IndexProgress) -> None:
+                    bar.update(task, completed=p.indexed + p.failed)
+
+                report = await client.index_documents(docs, progress=progress, refresh=True)
+        out.print(
+            f"indexed {len(report.indexed)} of {len(docs) + len(problems)} documents into {report.index} "
+            f"in {report.seconds:.1f} s; failed {len(report.failed) + len(problems)}",
+            markup=False,
+        )
+        for line in problems[:20]:
+            out.print(f"  unreadable: {line}", markup=False)
+        for f in report.failed[:20]:
+            out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
+        if len(problems) + len(report.failed) > 40:
+            out.print("  ...", markup=False)
+        return 1 if problems or report.failed else 0
+
+    _run(go())
+
+
+# -- search --------------------------------------------------------------------------------------------
+
+
+def _parse_filters(pairs: list[str]) -> dict[str, Any]:
+    filters: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigurationError(f"--filter takes key=value, got {pair!r}")
+        if key in filters:  # the same key twice: either value
+            prev = filters[key]
+            filters[key] = [*prev, value] if isinstance(prev, list) else [prev, value]
+        else:
+            filters[key] = value
+    return filters
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
+    filter_: Annotated[
+        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Hits to show.")] = 10,
+    syntax: Annotated[str, typer.Option(help="plain (default) or boolean (AND/OR/NOT, prefixes).")] = "plain",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole response as JSON.")] = False,
+) -> None:
+    """Search; a table with each hit's per-leg ranks, or JSON for scripts."""
+
+    async def go() -> int:
+        async with _client() as client:
+            res = await client.search(
+                query,
+                mode=mode,
+                filters=_parse_filters(filter_ or []) or None,
+                limit=limit,
+                window=max(limit, client.settings.window),
+                syntax=syntax,
+            )
+        if as_json:
+            out.print(res.model_dump_json(indent=2), markup=False)
+        else:
+            print_table(res)
+        return 0
+
+    _run(go())
+
+
+def print_table(res: SearchResponse) -> None:
+    legs = ", ".join(
+        f"{leg} {r.hits} hits {r.latency_ms:.0f} ms" + ("" if r.ok else f" FAILED ({r.reason})")
+        for leg, r in res.legs.items()
+    )
+    table = Table(title=f"{res.query!r} ({res.mode}; {legs})", title_justify="left")
+    for col in ("#", "id", "score", "bm25", "knn", "title"):
+        table.add_column(col, justify="right" if col in ("#", "score", "bm25", "knn") else "left")
+    for n, hit in enumerate(res.hits, start=1):
+        table.add_row(
+            str(n),
+            hit.id,
+            f"{hit.normalized_score:.3f}",
+            str(hit.ranks.get("bm25", "-")),
+            str(hit.ranks.get("knn", "-")),
+            hit.title,
+        )
+    out.print(table)
+    if res.degraded:
+        out.print(f"degraded: {', '.join(res.legs_failed)} failed ({res.degraded_reason})", markup=False)
+    if not res.hits:
+        out.print("no matches", markup=False)
+
+
+def print_response(res: SearchResponse, stream: TextIO | None = None) -> None:
+    """Plain-text summary (the demo's output)."""
+    target = stream if stream is not None else sys.stdout
     legs = ", ".join(
         f"{leg}: {r.hits} hits in {r.latency_ms:.0f} ms" + ("" if r.ok else f" FAILED ({r.reason})")
         for leg, r in res.legs.items()
     )
-    print(f'query "{res.query}" ({res.mode}; {legs}; overlap {res.overlap})', file=stream)
+    print(f'query "{res.query}" ({res.mode}; {legs}; overlap {res.overlap})', file=target)
     if res.degraded:
-        print(f"  degraded: {res.legs_failed} failed ({res.degraded_reason})", file=stream)
+        print(f"  degraded: {res.legs_failed} failed ({res.degraded_reason})", file=target)
     for n, hit in enumerate(res.hits, start=1):
         ranks = " ".join(f"{leg}#{rank}" for leg, rank in sorted(hit.ranks.items()))
-        print(f"{n:>2}. {hit.normalized_score:.3f}  {hit.id:<22} [{ranks}]  {hit.title}", file=stream)
+        print(f"{n:>2}. {hit.normalized_score:.3f}  {hit.id:<22} [{ranks}]  {hit.title}", file=target)
+
+
+# -- health --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def health(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Cluster health, server version, license, index stats and breaker states."""
+
+    async def go() -> int:
+        async with _client() as client:
+            report = await client.health()
+        if as_json:
+            out.print(json.dumps(report, indent=2, default=str), markup=False)
+            return 0 if report["cluster"]["status"] != "red" else 1
+        c = report["cluster"]
+        out.print(f"cluster {c['name']}: {c['status']} ({c['nodes']} nodes)", markup=False)
+        out.print(f"server: Elasticsearch {report['version']}, license {report['license']}", markup=False)
+        idx = report["index"]
+        if idx["exists"]:
+            out.print(
+                f"index: {idx['alias']} -> {', '.join(idx['indices'])}: {idx['documents']} documents, "
+                f"{idx['size_bytes'] / 1e6:.1f} MB",
+                markup=False,
+            )
+        else:
+            out.print(f"index: {idx['alias']} does not exist (run: hybrid-search init)", markup=False)
+        out.print(
+            "breakers: " + ", ".join(f"{dep} {b['state']}" for dep, b in report["breakers"].items()), markup=False
+        )
+        out.print(f"embeddings: {report['embeddings']['model']} ({report['embeddings']['dimensions']} dims)")
+        return 0 if c["status"] != "red" else 1
+
+    _run(go())
+
+
+# -- eval ----------------------------------------------------------------------------------------------
+
+
+@app.command("eval")
+def eval_(
+    folder: Annotated[Path, typer.Argument(help="A BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv.")],
+    keep: Annotated[bool, typer.Option(help="Keep the evaluation index afterwards.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """nDCG@10 and Recall@100 for bm25, knn and hybrid (each fusion) on a BEIR-format folder."""
+    from ._eval import evaluate
+
+    async def go() -> int:
+        from ._client import SearchClient
+
+        data = load_beir(folder)
+        settings = _settings(index=_state["index"] or f"eval-{folder.name.lower()}", leg_timeout_s=60)
+        async with SearchClient.from_settings(settings) as client:
+            await client.delete_index()
+            await client.ensure_index()
+            err.print(f"indexing {len(data.documents)} documents...", markup=False)
+            report = await client.index_documents(data.documents, refresh=True)
+            modes = [("bm25", None), ("knn", None)] + [("hybrid", f) for f in ("rrf", "linear_minmax", "dbsf")]
+            try:
+                scores = await evaluate(client, data, modes=modes)  # type: ignore[arg-type]
+            finally:
+                if not keep:
+                    await client.delete_index()
+        if as_json:
+            rows = [s.__dict__ for s in scores]
+            out.print(json.dumps({"dataset": data.name, "queries": len(data.queries), "results": rows}), markup=False)
+            return 0
+        table = Table(title=f"{data.name}: {len(data.documents)} documents, {len(data.queries)} queries")
+        for col in ("mode", "fusion", "nDCG@10", "Recall@100", "ms/query"):
+            table.add_column(col)
+        for s in scores:
+            table.add_row(s.mode, s.fusion or "-", f"{s.ndcg_at_10:.4f}", f"{s.recall_at_100:.4f}", f"{s.ms_per_query}")
+        out.print(table)
+        out.print(f"indexed in {report.seconds:.1f} s, {len(report.failed)} failed", markup=False)
+        return 0
+
+    _run(go())
+
+
+# -- demo ----------------------------------------------------------------------------------------------
 
 
 async def _demo(url: str, query: str, index: str) -> None:
@@ -105,13 +410,13 @@ async def _demo(url: str, query: str, index: str) -> None:
     print(f"done in {time.perf_counter() - started:.1f} s")
 
 
-def _with_elasticsearch(run: Callable[[str], Coroutine[Any, Any, None]]) -> int:
+def _with_elasticsearch(run: Callable[[str], Awaitable[None]]) -> int:
     from .local_es import LocalElasticsearch, LocalElasticsearchError
 
-    url = os.environ.get("ES_URL")
+    url = _state["url"] or os.environ.get("ES_URL")
     if url:
         print(f"using ES_URL={url}")
-        asyncio.run(run(url))
+        asyncio.run(_as_coro(run(url)))
         return 0
     node = LocalElasticsearch(name=f"demo-{os.getpid()}", ephemeral=True)
     print(f"ES_URL not set: starting a local Elasticsearch {node.version} (first run downloads ~110 MB)...")
@@ -123,26 +428,66 @@ def _with_elasticsearch(run: Callable[[str], Coroutine[Any, Any, None]]) -> int:
         return 1
     print(f"Elasticsearch ready at {url} after {time.perf_counter() - t0:.1f} s")
     try:
-        asyncio.run(run(url))
+        asyncio.run(_as_coro(run(url)))
     finally:
         node.stop()
         print("stopped the local Elasticsearch")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hybrid-search", description="Hybrid search over Elasticsearch.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="index a small corpus and run a hybrid search (starts ES if needed)")
-    demo.add_argument("query", nargs="?", default="revenue guidance cut")
-    args = parser.parse_args(argv)
+async def _as_coro(aw: Awaitable[None]) -> None:
+    await aw
+
+
+@app.command()
+def demo(query: Annotated[str, typer.Argument(help="The query to run.")] = "revenue guidance cut") -> None:
+    """Index a small corpus and run a hybrid search (starts a local Elasticsearch if ES_URL is unset)."""
+    index = f"demo-{uuid.uuid4().hex[:8]}"
     try:
-        if args.command == "demo":
-            index = f"demo-{uuid.uuid4().hex[:8]}"
-            return _with_elasticsearch(lambda url: _demo(url, args.query, index))
+        code = _with_elasticsearch(lambda url: _demo(url, query, index))
     except SearchError as exc:
-        print(f"error ({type(exc).__name__}): {exc}", file=sys.stderr)
-        return 2
+        err.print(f"error ({type(exc).__name__}): {exc}", markup=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+# -- mcp and kibana ------------------------------------------------------------------------------------
+
+
+@app.command()
+def mcp() -> None:
+    """Serve the search and get_document tools over MCP (stdio). Needs the 'mcp' extra."""
+    try:
+        from .mcp_server import main as serve
+    except ImportError:
+        err.print("error: the MCP server needs the 'mcp' extra: pip install 'hybrid-search-es[mcp]'", markup=False)
+        raise typer.Exit(2) from None
+    serve()
+
+
+@app.command("kibana-import")
+def kibana_import(
+    kibana_url: Annotated[str, typer.Option(help="Kibana's URL.", envvar="KIBANA_URL")] = "http://127.0.0.1:5601",
+    file: Annotated[Path, typer.Option(help="The saved objects.")] = Path("kibana/saved_objects.ndjson"),
+    space: Annotated[str | None, typer.Option(help="A Kibana space id (default space if omitted).")] = None,
+) -> None:
+    """Import the data views and the dashboard into Kibana (saved-objects API, overwrite)."""
+    from ._kibana import import_saved_objects
+
+    try:
+        summary = asyncio.run(import_saved_objects(kibana_url, file.read_bytes(), filename=file.name, space=space))
+    except (OSError, ValueError) as exc:
+        err.print(f"error: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    out.print(summary, markup=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point (``argv`` for tests); usage errors are click's (exit 2)."""
+    try:
+        app(args=argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     return 0
 
 

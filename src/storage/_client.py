@@ -387,6 +387,48 @@ class SearchClient:
             return None
         return cast(dict[str, Any], resp.body.get("_source", {}))
 
+    async def health(self) -> dict[str, Any]:
+        """Cluster status, server version, license, the index's stats and this client's breaker states."""
+        # Not GET /: the root endpoint is a module (rest-root) that minimal distributions leave out.
+        nodes = (await self._es_call(lambda: self._es.nodes.info(metric="process"))).body.get("nodes", {})
+        versions = sorted({str(n.get("version")) for n in nodes.values()})
+        cluster = (await self._es_call(lambda: self._es.cluster.health())).body
+        try:
+            lic = (await self._es_call(lambda: self._es.license.get())).body["license"]["type"]
+        except (SearchError, KeyError):
+            lic = "unknown"
+        stats = await self._es_call(
+            lambda: self._es.options(ignore_status=404).indices.stats(index=self.index, metric="docs,store")
+        )
+        indices = stats.body.get("indices", {}) if stats.meta.status == 200 else {}
+        return {
+            "cluster": {
+                "name": cluster.get("cluster_name"),
+                "status": cluster.get("status"),
+                "nodes": cluster.get("number_of_nodes"),
+            },
+            "version": ", ".join(versions),
+            "license": lic,
+            "index": {
+                "alias": self.index,
+                "exists": bool(indices),
+                "indices": sorted(indices),
+                "documents": sum(i["primaries"]["docs"]["count"] for i in indices.values()),
+                "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
+            },
+            "breakers": {
+                dep: {
+                    "state": r.state,
+                    "calls": r.calls,
+                    "attempts": r.attempts,
+                    "retries": r.retries,
+                    "rejected_open": r.rejected_open,
+                }
+                for dep, r in self.resilience.items()
+            },
+            "embeddings": {"model": self._embedder.model_id, "dimensions": self._embedder.dimensions},
+        }
+
     async def _probe_embedder(self) -> None:
         try:
             await self._embedder.probe()

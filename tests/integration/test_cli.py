@@ -1,0 +1,136 @@
+"""The console script, end to end against the real Elasticsearch (each test runs `hybrid-search` itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storage import SearchSettings
+
+EXE = str(Path(sys.executable).parent / "hybrid-search")
+
+
+def _run(settings: SearchSettings, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "ES_URL": settings.url or "",
+        "ES_INDEX": settings.index,
+        "EMBEDDINGS_PROVIDER": "hashing",
+        "EMBEDDINGS_DIMENSIONS": "64",
+        "COLUMNS": "200",
+    }
+    return subprocess.run(
+        [EXE, *args], env={**base, **(env or {})}, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _beir(folder: Path) -> Path:
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [
+        {"_id": "d1", "title": "Apple guidance", "text": "Apple cut its revenue guidance.", "ticker": "AAPL"},
+        {"_id": "d2", "title": "Microsoft cloud", "text": "Azure revenue grew thirty percent.", "ticker": "MSFT"},
+        {"_id": "d3", "title": "Weather", "text": "Rain and mild temperatures in April."},
+    ]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(c) for c in corpus) + "\n")
+    queries = [{"_id": "q1", "text": "apple revenue guidance"}, {"_id": "q2", "text": "azure cloud growth"}]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return folder
+
+
+def test_init_ingest_search_and_health_work_end_to_end(settings: SearchSettings, tmp_path: Path) -> None:
+    init = _run(settings, "init")
+    assert init.returncode == 0, init.stderr
+    assert f"alias {settings.index} -> {settings.index}-000001 (0 documents)" in init.stdout
+
+    corpus = _beir(tmp_path / "beir") / "corpus.jsonl"
+    ingest = _run(settings, "ingest", str(corpus))
+    assert ingest.returncode == 0, ingest.stderr
+    assert "indexed 3 of 3 documents" in ingest.stdout
+    assert "failed 0" in ingest.stdout
+
+    table = _run(settings, "search", "revenue guidance", "--filter", "ticker=AAPL")
+    assert table.returncode == 0, table.stderr
+    assert "d1" in table.stdout
+    assert "Apple guidance" in table.stdout
+    assert "d2" not in table.stdout
+
+    as_json = _run(settings, "search", "revenue", "--json", "--limit", "2", "--mode", "bm25")
+    res = json.loads(as_json.stdout)
+    assert res["mode"] == "bm25"
+    assert {h["id"] for h in res["hits"]} == {"d1", "d2"}
+
+    health = _run(settings, "health", "--json")
+    assert health.returncode == 0, health.stderr
+    report = json.loads(health.stdout)
+    assert report["license"] == "basic"
+    assert report["index"]["documents"] == 3
+    assert report["breakers"]["elasticsearch"]["state"] == "closed"
+    human = _run(settings, "health")
+    assert "index: " in human.stdout
+    assert "3 documents" in human.stdout
+
+
+def test_ingest_reports_failures_and_exits_non_zero(settings: SearchSettings, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"_id": "ok-1", "text": "fine"})
+        + "\n{not json\n"
+        + json.dumps({"_id": "immense", "text": "x", "ticker": "T" * 40_000})
+        + "\n"
+        + json.dumps({"_id": "no-text"})
+        + "\n"
+    )
+    res = _run(settings, "ingest", str(bad))
+    assert res.returncode == 1
+    assert "indexed 1 of 4 documents" in res.stdout
+    assert "failed 3" in res.stdout
+    assert "line 2: not JSON" in res.stdout
+    assert "immense: mapping_error" in res.stdout
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# First note\nRevenue guidance for the quarter.")
+    (folder / "b.txt").write_text("Second note about the cloud.")
+    ok = _run(settings, "ingest", str(folder))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "indexed 2 of 2 documents" in ok.stdout
+
+
+def test_eval_prints_ndcg_for_each_mode(settings: SearchSettings, tmp_path: Path) -> None:
+    res = _run(settings, "--index", f"{settings.index}-eval", "eval", str(_beir(tmp_path / "tiny")), "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    modes = {(r["mode"], r["fusion"]) for r in out["results"]}
+    assert modes == {("bm25", None), ("knn", None), ("hybrid", "rrf"), ("hybrid", "linear_minmax"), ("hybrid", "dbsf")}
+    assert all(0.0 <= r["ndcg_at_10"] <= 1.0 for r in out["results"])
+    bm25 = next(r for r in out["results"] if r["mode"] == "bm25")
+    assert bm25["ndcg_at_10"] == pytest.approx(1.0)
+
+
+def test_errors_are_one_line_and_a_non_zero_exit(settings: SearchSettings, tmp_path: Path) -> None:
+    no_es = _run(settings, "search", "x", env={"ES_URL": ""})
+    assert no_es.returncode == 2
+    lines = no_es.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error (ElasticsearchNotConfigured)")
+    assert "Traceback" not in no_es.stderr
+    verbose = _run(settings, "--verbose", "search", "x", env={"ES_URL": ""})
+    assert "Traceback" in verbose.stderr
+    bad_filter = _run(settings, "search", "x", "--filter", "nope")
+    assert bad_filter.returncode == 2
+    assert "key=value" in bad_filter.stderr
+    unknown_field = _run(settings, "search", "x", "--filter", "colour=red")
+    assert unknown_field.returncode == 2
+    assert "InvalidQuery" in unknown_field.stderr
+    missing = _run(settings, "ingest", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2
+    kibana = _run(settings, "kibana-import", "--kibana-url", "http://127.0.0.1:9")
+    assert kibana.returncode == 2
+    assert "cannot reach Kibana" in kibana.stderr
