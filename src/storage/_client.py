@@ -42,7 +42,7 @@ from ._errors_map import error_type as _error_type
 from ._errors_map import map_embedding_error, map_es_error, timeout_error
 from ._filters import FilterInput, Term, parse_filters, to_es_filters
 from ._fusion import FusionMethod, LegHit, fuse
-from ._logging import event, get_correlation_id, query_hash
+from ._logging import add_observer, event, get_correlation_id, query_hash, remove_observer
 from ._mapping import index_body, next_index_name, versioned_index_name
 from ._models import (
     Document,
@@ -70,6 +70,7 @@ from ._queries import (
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import RoundTrip, SearchSettings
 from ._syntax import parse_query
+from ._telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
 from ._text import clean_query
 from ._tracing import AttrValue, mark_error, span
 
@@ -126,6 +127,8 @@ class _Plan:
     embed_text: str = ""
     #: The parsed query's BM25 clause (syntax="boolean"), None for plain text.
     bm25_clause: dict[str, Any] | None = None
+    #: The filtered field names (never their values), for telemetry's "top filters".
+    filter_fields: tuple[str, ...] = ()
 
 
 class SearchClient:
@@ -152,6 +155,7 @@ class SearchClient:
         self._closed = False
         self._checked_index: str | None = None
         self._last_outcomes: dict[str, _LegOutcome] = {}
+        self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
         self._es_resilience = Resilience("elasticsearch", es_policy or self._settings.es_policy())
         self._embed_resilience = Resilience("embeddings", embeddings_policy or self._settings.embeddings_policy())
 
@@ -188,7 +192,26 @@ class SearchClient:
 
     async def __aenter__(self) -> Self:
         self._check_open()
+        if self._settings.telemetry and self._telemetry is None:
+            await self.enable_telemetry(data_stream=self._settings.telemetry_data_stream)
         return self
+
+    async def enable_telemetry(self, *, data_stream: str = DEFAULT_DATA_STREAM, **options: Any) -> TelemetrySink:
+        """Ship search and breaker events into ``data_stream`` (for the Kibana dashboard in ``kibana/``).
+
+        Asynchronous and bounded, with its own breaker: a slow or failing sink never slows or fails a
+        search (see ``storage._telemetry``). Events of every client in the process are shipped.
+        ``options`` go to :class:`TelemetrySink`. Stopped (and flushed) by :meth:`aclose`.
+        """
+        self._check_open()
+        if self._telemetry is not None:
+            return self._telemetry[0]
+        sink = TelemetrySink(self._es, data_stream=data_stream, **options)
+        await sink.start()
+        observer = TelemetryObserver(sink)
+        add_observer(observer)
+        self._telemetry = (sink, observer)
+        return sink
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -202,6 +225,10 @@ class SearchClient:
         self._closed = True
         self._es_resilience.close()
         self._embed_resilience.close()
+        if self._telemetry is not None:
+            sink, observer = self._telemetry
+            remove_observer(observer)
+            await sink.aclose()
         if self._owns:
             try:
                 await self._es.close()
@@ -831,6 +858,9 @@ class SearchClient:
             original_length=cleaned.original_length,
             embed_text=embed_text,
             bm25_clause=bm25_clause,
+            filter_fields=tuple(
+                sorted({f.field for f in parse_filters(filters)} | ({"tenant_id"} if tenant_id else set()))
+            ),
         )
 
     async def _search_once(
@@ -1400,6 +1430,7 @@ class SearchClient:
     ) -> None:
         text, mode, original_length = plan.text, plan.mode, plan.original_length
         fields: dict[str, Any] = {
+            "search.filters": list(plan.filter_fields),
             "search.mode": mode,
             "search.query_hash": query_hash(text),
             "search.query_length": len(text),

@@ -49,7 +49,7 @@ __all__ = [
     "SearchFailed",
 ]
 
-Dependency = Literal["elasticsearch", "embeddings"]
+Dependency = Literal["elasticsearch", "embeddings", "telemetry"]
 
 
 class SearchError(Exception):

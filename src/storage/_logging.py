@@ -12,11 +12,32 @@ import hashlib
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-__all__ = ["configure_ecs_logging", "correlation_id", "get_correlation_id", "query_hash"]
+__all__ = [
+    "add_observer",
+    "configure_ecs_logging",
+    "correlation_id",
+    "get_correlation_id",
+    "query_hash",
+    "remove_observer",
+]
+
+#: Called with (level, message, fields) for every event, whatever the logging configuration (telemetry).
+Observer = Callable[[int, str, dict[str, Any]], None]
+_observers: list[Observer] = []
+
+
+def add_observer(observer: Observer) -> None:
+    _observers.append(observer)
+
+
+def remove_observer(observer: Observer) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
 
 logger = logging.getLogger("storage")
 logger.addHandler(logging.NullHandler())
@@ -45,14 +66,20 @@ def query_hash(text: str) -> str:
 
 
 def event(level: int, message: str, action: str, fields: dict[str, Any], log: logging.Logger = logger) -> None:
-    if not log.isEnabledFor(level):
+    if not _observers and not log.isEnabledFor(level):
         return
     extra: dict[str, Any] = {"event.action": action, "event.dataset": "storage." + action.split(".")[0]}
     cid = _correlation_id.get()
     if cid:
         extra["trace.correlation_id"] = cid
     extra.update(fields)
-    log.log(level, message, extra=extra, stacklevel=2)
+    for observer in list(_observers):
+        try:
+            observer(level, message, extra)
+        except Exception:  # an observer never breaks the caller
+            log.debug("event observer failed", exc_info=True)
+    if log.isEnabledFor(level):
+        log.log(level, message, extra=extra, stacklevel=2)
 
 
 def configure_ecs_logging(

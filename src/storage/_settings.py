@@ -57,6 +57,11 @@ class SearchSettings(BaseSettings):
     paging_depth: int = Field(default=1000, ge=1, le=10_000)
     #: How long a walk's point-in-time lives between two pages.
     pit_keep_alive: str = Field(default="5m", pattern=r"^[0-9]+(ms|s|m|h)$")
+    #: Ship search telemetry into a data stream (opt-in; see kibana/README.md).
+    telemetry: bool = False
+    telemetry_data_stream: str = Field(
+        default="logs-hybridsearch.search-default", pattern=r"^logs-[a-z0-9_.]+-[a-z0-9_.]+$"
+    )
     #: Documents per bulk request.
     bulk_chunk_size: int = Field(default=200, ge=1)
     #: Bytes per bulk request. Under aiohttp's 1 MiB mark, above which it warns that a raw body may block
