@@ -12,6 +12,8 @@ The front door::
 
 from ._client import ProgressCallback, QuerySyntax, SearchClient
 from ._errors import (
+    AccessDenied,
+    AuthenticationFailed,
     CircuitOpen,
     ClientClosed,
     ConfigurationError,
@@ -26,6 +28,7 @@ from ._errors import (
     Overloaded,
     SearchError,
     SearchFailed,
+    TLSFailed,
 )
 from ._filters import Exists, Filter, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
@@ -46,6 +49,8 @@ from ._syntax import QuerySyntaxError
 
 __all__ = [
     "DEFAULT_RRF_K",
+    "AccessDenied",
+    "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
     "ConfigurationError",
@@ -81,6 +86,7 @@ __all__ = [
     "SearchPage",
     "SearchResponse",
     "SearchSettings",
+    "TLSFailed",
     "Term",
     "Terms",
     "configure_ecs_logging",

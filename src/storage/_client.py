@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import functools
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from embeddings import (
 )
 
 from ._errors import (
+    AccessDenied,
     ClientClosed,
     ConfigurationError,
     CursorExpired,
@@ -41,7 +43,7 @@ from ._errors import (
 from ._errors_map import error_type as _error_type
 from ._errors_map import map_embedding_error, map_es_error, timeout_error
 from ._filters import FilterInput, Term, parse_filters, to_es_filters
-from ._fusion import FusionMethod, LegHit, fuse
+from ._fusion import FusedHit, FusionMethod, LegHit, fuse
 from ._logging import add_observer, event, get_correlation_id, query_hash, remove_observer
 from ._mapping import index_body, next_index_name, versioned_index_name
 from ._models import (
@@ -129,6 +131,8 @@ class _Plan:
     bm25_clause: dict[str, Any] | None = None
     #: The filtered field names (never their values), for telemetry's "top filters".
     filter_fields: tuple[str, ...] = ()
+    #: The tenant every result must belong to (checked again on the results).
+    tenant_id: str | None = None
 
 
 class SearchClient:
@@ -166,24 +170,31 @@ class SearchClient:
         """A client from ``ES_*`` (and ``EMBEDDINGS_*``) environment variables, or the settings given."""
         s = settings if settings is not None else SearchSettings()
         hosts = s.hosts()
-        if not hosts:
+        if not hosts and not s.cloud_id:
             raise ElasticsearchNotConfigured()
         auth: dict[str, Any] = {"ca_certs": s.ca_certs} if s.ca_certs else {}
+        if s.ssl_assert_fingerprint:
+            auth["ssl_assert_fingerprint"] = s.ssl_assert_fingerprint
+        if s.cloud_id:
+            auth["cloud_id"] = s.cloud_id
         if s.api_key is not None:
             auth["api_key"] = s.api_key.get_secret_value()
         elif s.username is not None:
             auth["basic_auth"] = (s.username, s.password.get_secret_value() if s.password else "")
-        es = AsyncElasticsearch(
-            hosts,
-            request_timeout=s.request_timeout_s,
-            # One retry layer only (ours). The transport keeps node failover for multi-node clusters and
-            # never retries statuses by itself (it would, immediately and without backoff).
-            max_retries=max(len(hosts) - 1, 0),
-            retry_on_status=(),
-            retry_on_timeout=False,
-            verify_certs=s.verify_certs,
-            **auth,
-        )
+        try:
+            es = AsyncElasticsearch(
+                hosts or None,
+                request_timeout=s.request_timeout_s,
+                # One retry layer only (ours). The transport keeps node failover for multi-node clusters and
+                # never retries statuses by itself (it would, immediately and without backoff).
+                max_retries=max(len(hosts) - 1, 0),
+                retry_on_status=(),
+                retry_on_timeout=False,
+                verify_certs=s.verify_certs,
+                **auth,
+            )
+        except ValueError as exc:  # e.g. TLS options with an http:// URL
+            raise ConfigurationError(f"invalid Elasticsearch connection settings: {exc}") from None
         try:
             emb = embedder if embedder is not None else create_embedder()
         except EmbeddingConfigError as exc:
@@ -398,13 +409,15 @@ class SearchClient:
         """Make everything indexed so far searchable now."""
         await self._es_call(lambda: self._es.indices.refresh(index=self.index))
 
-    async def count(self, *, filters: FilterInput = None) -> int:
-        clauses = to_es_filters(parse_filters(filters))
+    async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
+        clauses = self._clauses(filters, self._require_tenant(tenant_id, "count"))
         resp = await self._es_call(lambda: self._es.count(index=self.index, query={"bool": {"filter": clauses}}))
         return int(resp.body["count"])
 
-    async def get_document(self, doc_id: str) -> dict[str, Any] | None:
-        """The stored ``_source`` of one document (without its vector), or None."""
+    async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
+        """The stored ``_source`` of one document (without its vector), or None — also None when it belongs
+        to another tenant than ``tenant_id`` (required when the client is multi-tenant)."""
+        tenant = self._require_tenant(tenant_id, "get_document")
         resp = await self._es_call(
             lambda: self._es.options(ignore_status=404).get(index=self.index, id=doc_id, source_excludes=["embedding"])
         )
@@ -412,18 +425,33 @@ class SearchClient:
             if _error_type(resp.body) == "index_not_found_exception":
                 raise IndexNotFound(f"index {self.index!r} does not exist; call ensure_index()")
             return None
-        return cast(dict[str, Any], resp.body.get("_source", {}))
+        source = cast(dict[str, Any], resp.body.get("_source", {}))
+        if tenant is not None and source.get("tenant_id") != tenant:
+            return None  # another tenant's document does not exist for this caller
+        return source
+
+    def _require_tenant(self, tenant_id: str | None, what: str) -> str | None:
+        if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id.strip()):
+            raise InvalidQuery("tenant_id must be a non-empty string")
+        if tenant_id is None and self._settings.multi_tenant:
+            raise InvalidQuery(f"this client is multi-tenant: {what}() needs tenant_id=")
+        return tenant_id
 
     async def health(self) -> dict[str, Any]:
         """Cluster status, server version, license, the index's stats and this client's breaker states."""
+
+        async def optional(call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+            """Cluster-level facts need the `monitor` privilege, which an application key may lack."""
+            try:
+                return dict((await self._es_call(call)).body)
+            except AccessDenied:
+                return {}
+
         # Not GET /: the root endpoint is a module (rest-root) that minimal distributions leave out.
-        nodes = (await self._es_call(lambda: self._es.nodes.info(metric="process"))).body.get("nodes", {})
-        versions = sorted({str(n.get("version")) for n in nodes.values()})
-        cluster = (await self._es_call(lambda: self._es.cluster.health())).body
-        try:
-            lic = (await self._es_call(lambda: self._es.license.get())).body["license"]["type"]
-        except (SearchError, KeyError):
-            lic = "unknown"
+        nodes = (await optional(lambda: self._es.nodes.info(metric="process"))).get("nodes", {})
+        versions = sorted({str(n.get("version")) for n in nodes.values()}) or ["unknown (no monitor privilege)"]
+        cluster = await optional(lambda: self._es.cluster.health())
+        lic = (await optional(lambda: self._es.license.get())).get("license", {}).get("type", "unknown")
         stats = await self._es_call(
             lambda: self._es.options(ignore_status=404).indices.stats(index=self.index, metric="docs,store")
         )
@@ -514,6 +542,7 @@ class SearchClient:
         refresh: bool = False,
         progress: ProgressCallback | None = None,
         index: str | None = None,
+        tenant_id: str | None = None,
     ) -> IndexReport:
         """Embed (in batches) and bulk-index documents; embedding and bulk requests overlap.
 
@@ -525,9 +554,12 @@ class SearchClient:
         self._check_open()
         started = time.perf_counter()
         docs, duplicates = _coerce_documents(documents)
+        docs = self._assign_tenant(docs, tenant_id)
         if self._checked_index is None and index is None:
             await self.ensure_index()
-        target = index or self.index
+        if index is not None and "," in index:
+            raise InvalidQuery("index_documents writes to one index or alias")
+        target = _valid_target(index) if index else self.index
         total = len(docs)
         indexed: list[str] = []
         failed: list[FailedDocument] = []
@@ -628,6 +660,27 @@ class SearchClient:
             },
         )
         return report
+
+    def _assign_tenant(self, docs: list[Document], tenant_id: str | None) -> list[Document]:
+        """``tenant_id=`` stamps every document; a document of another tenant is refused. A multi-tenant
+        client refuses any document without a tenant."""
+        if tenant_id is not None:
+            self._require_tenant(tenant_id, "index_documents")
+        out = []
+        for position, doc in enumerate(docs):
+            if tenant_id is not None:
+                if doc.tenant_id not in (None, tenant_id):
+                    raise InvalidDocument(
+                        f"document {doc.id!r} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}", position=position
+                    )
+                doc = doc.model_copy(update={"tenant_id": tenant_id}) if doc.tenant_id is None else doc
+            elif self._settings.multi_tenant and not doc.tenant_id:
+                raise InvalidDocument(
+                    f"this client is multi-tenant: document {doc.id!r} has no tenant_id (pass tenant_id=)",
+                    position=position,
+                )
+            out.append(doc)
+        return out
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
         """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
@@ -827,6 +880,7 @@ class SearchClient:
             leg_weights.update(weights)
         if any(not (w >= 0) or w == float("inf") for w in leg_weights.values()):
             raise InvalidQuery("weights must be finite numbers >= 0")
+        tenant_id = self._require_tenant(tenant_id, "search")
         cleaned = clean_query(query)
         legs: tuple[Leg, ...] = ("bm25", "knn") if mode == "hybrid" else (mode,)
         clauses = self._clauses(filters, tenant_id)
@@ -842,7 +896,7 @@ class SearchClient:
             mode=mode,
             legs=legs,
             clauses=clauses,
-            target=index or self.index,
+            target=_valid_target(index) if index else self.index,
             method=method,
             k=k,
             weights={leg: leg_weights[leg] for leg in legs},
@@ -888,6 +942,8 @@ class SearchClient:
             errors = list(failed.values())
             if all(isinstance(e, IndexNotFound) for e in errors):
                 raise errors[0]
+            if all(isinstance(e, ConfigurationError) for e in errors):
+                raise errors[0]  # credentials, privileges, TLS: a set-up problem, not a search outcome
             if closed := [e for e in errors if isinstance(e, ClientClosed)]:
                 raise closed[0]  # closing is the caller's act, not a dependency failure
             raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
@@ -905,6 +961,8 @@ class SearchClient:
                 sources.setdefault(str(h["_id"]), h.get("_source") or {})
                 if "highlight" in h:
                     highlights[str(h["_id"])] = h["highlight"]
+        if plan.tenant_id is not None:
+            fused = _same_tenant(fused, sources, plan.tenant_id)
         page = fused[plan.offset : plan.offset + plan.limit]
         origin: dict[str, HighlightSource] = dict.fromkeys(highlights, "bm25")
         complete = True
@@ -912,7 +970,7 @@ class SearchClient:
             missing = [f.id for f in page if f.id not in highlights]
             if missing:
                 budget = self._settings.leg_timeout_s - (time.perf_counter() - started)
-                found = await self._follow_up(plan.embed_text, missing, budget, index=plan.target)
+                found = await self._follow_up(plan.embed_text, missing, budget, index=plan.target, filters=plan.clauses)
                 complete = found is not None
                 for doc_id, h in (found or {}).items():
                     highlights[doc_id] = h.get("highlight") or {}
@@ -1045,6 +1103,7 @@ class SearchClient:
         index: str | None = None,
         pit: tuple[str, str] | None = None,
         source: bool = False,
+        filters: Sequence[dict[str, Any]] = (),
     ) -> dict[str, dict[str, Any]] | None:
         """One request for ``ids``: highlights for ``text`` (and documents if ``source``), by id.
 
@@ -1053,7 +1112,7 @@ class SearchClient:
         """
         if budget_s < 0.05 and not source:
             return None
-        body = fetch_request(text, ids, source=source)
+        body = fetch_request(text, ids, source=source, filters=filters)
         if pit is not None:
             body["pit"] = {"id": pit[0], "keep_alive": pit[1]}
         timeout = max(budget_s, 0.05)
@@ -1286,8 +1345,19 @@ class SearchClient:
                 self._settings.leg_timeout_s,
                 pit=(pit, keep_alive),
                 source=True,
+                filters=plan.clauses,
             )
             docs = found or {}
+            if plan.tenant_id is not None:
+                wrong = [c for c in chosen if docs.get(c[0], {}).get("_source", {}).get("tenant_id") != plan.tenant_id]
+                if wrong:
+                    event(
+                        40,
+                        "results of another tenant dropped",
+                        "search.tenant_violation",
+                        {"search.dropped": len(wrong)},
+                    )
+                    chosen = [c for c in chosen if c not in wrong]
         returned = int(state["n"])
         hits_out = []
         for position, (doc_id, score, normalized, ranks, leg_scores) in enumerate(chosen, start=returned + 1):
@@ -1370,6 +1440,7 @@ class SearchClient:
         ticker: str | None = None,
         filters: FilterInput = None,
         limit: int = 10,
+        tenant_id: str | None = None,
     ) -> SearchResponse:
         """The seed systems' call shape, delegating to :meth:`search`."""
         merged: FilterInput = filters
@@ -1378,7 +1449,7 @@ class SearchClient:
                 raise InvalidQuery("pass ticker inside filters when filters is a list of Filter objects")
             merged = {**(filters or {}), "ticker": ticker}
         index = indices if isinstance(indices, str) or indices is None else ",".join(indices)
-        return await self.search(query, mode=search_type, filters=merged, limit=limit, index=index)
+        return await self.search(query, mode=search_type, filters=merged, limit=limit, index=index, tenant_id=tenant_id)
 
     async def _run_leg(self, outcome: _LegOutcome, work: Awaitable[None]) -> _LegOutcome:
         """Run one leg within its budget; its failure becomes data (``outcome.error``), never an exception."""
@@ -1519,6 +1590,32 @@ def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:
     else:
         reason = kind
     return FailedDocument(id=doc_id, reason=reason, detail=detail, status=status if isinstance(status, int) else None)
+
+
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
+
+
+def _valid_target(index: str) -> str:
+    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters."""
+    names = index.split(",")
+    bad = [n for n in names if not _INDEX_NAME.match(n)]
+    if bad:
+        raise InvalidQuery(f"invalid index name(s) {bad}: lowercase letters, digits, '.', '_', '-'; no wildcards")
+    return index
+
+
+def _same_tenant(fused: list[FusedHit], sources: Mapping[str, Mapping[str, Any]], tenant: str) -> list[FusedHit]:
+    """The second check: results of another tenant are dropped (and logged as an error), whatever the query
+    did. The filter inside both legs should make this a no-op."""
+    kept = [f for f in fused if sources.get(f.id, {}).get("tenant_id") == tenant]
+    if len(kept) != len(fused):
+        event(
+            40,
+            "results of another tenant dropped",
+            "search.tenant_violation",
+            {"search.dropped": len(fused) - len(kept)},
+        )
+    return kept
 
 
 def _pit_missing(error: SearchError) -> bool:

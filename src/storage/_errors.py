@@ -6,6 +6,9 @@
     ├── ConfigurationError              wrong set-up, found at start-up
     │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
     │   ├── DimensionMismatch           index vectors != embedder vectors (or another model built it)
+    │   ├── AuthenticationFailed        401: credentials rejected (wrong, expired, revoked); never retried
+    │   ├── AccessDenied                403: the credentials lack a privilege for this index or action
+    │   ├── TLSFailed                   the server's certificate could not be verified (or TLS mismatch)
     │   └── ClientClosed                the SearchClient was closed (or never opened)
     ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
     │   │                               raised before any request is sent
@@ -33,6 +36,8 @@ from collections.abc import Mapping
 from typing import Literal
 
 __all__ = [
+    "AccessDenied",
+    "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
     "ConfigurationError",
@@ -47,6 +52,7 @@ __all__ = [
     "Overloaded",
     "SearchError",
     "SearchFailed",
+    "TLSFailed",
 ]
 
 Dependency = Literal["elasticsearch", "embeddings", "telemetry"]
@@ -78,6 +84,24 @@ class DimensionMismatch(ConfigurationError):
     """The index was built for other vectors than the embedder produces."""
 
     reason = "dimension_mismatch"
+
+
+class AuthenticationFailed(ConfigurationError):
+    """Elasticsearch rejected the credentials (401). The message never contains them."""
+
+    reason = "authentication_failed"
+
+
+class AccessDenied(ConfigurationError):
+    """The credentials are valid but lack a privilege for this index or action (403)."""
+
+    reason = "access_denied"
+
+
+class TLSFailed(ConfigurationError):
+    """TLS could not be established: certificate verification failed, or the scheme does not match."""
+
+    reason = "tls_failed"
 
 
 class ClientClosed(ConfigurationError):

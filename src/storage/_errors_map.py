@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import elasticsearch
-from elastic_transport import ConnectionTimeout, SerializationError, TransportError
+from elastic_transport import ConnectionTimeout, SerializationError, TlsError, TransportError
 
 from embeddings import (
     EmbeddingConfigError,
@@ -17,11 +18,14 @@ from embeddings import (
 )
 
 from ._errors import (
+    AccessDenied,
+    AuthenticationFailed,
     ConfigurationError,
     DependencyError,
     DependencyUnavailable,
     IndexNotFound,
     SearchError,
+    TLSFailed,
 )
 
 __all__ = ["error_type", "map_embedding_error", "map_es_error", "timeout_error"]
@@ -51,6 +55,32 @@ def _root_cause(body: Any) -> str:
         return ""
 
 
+def _root(exc: BaseException) -> BaseException:
+    seen = exc
+    for _ in range(10):
+        nxt = seen.__cause__ or seen.__context__
+        if nxt is None:
+            break
+        seen = nxt
+    return seen
+
+
+def _tls_cause(exc: BaseException) -> bool:
+    """Certificate verification and fingerprint pinning failures, however the transport wrapped them."""
+    cause: BaseException | None = exc
+    for _ in range(10):
+        if cause is None:
+            return False
+        if isinstance(cause, ssl.SSLError) or type(cause).__name__ in ("ServerFingerprintMismatch", "ClientSSLError"):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+
+
 def map_es_error(exc: BaseException) -> SearchError:
     """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
     if isinstance(exc, SearchError):
@@ -60,6 +90,18 @@ def map_es_error(exc: BaseException) -> SearchError:
             f"the server is not Elasticsearch (or not a supported version): {exc.message}",
             dependency="elasticsearch",
             reason="bad_response",
+        )
+    if isinstance(exc, elasticsearch.AuthenticationException):
+        return AuthenticationFailed(
+            f"Elasticsearch rejected the credentials (401{_root_cause(exc.body)}): check ES_API_KEY, or "
+            "ES_USERNAME / ES_PASSWORD (a key may also be expired or revoked)"
+        )
+    if isinstance(exc, elasticsearch.AuthorizationException):
+        return AccessDenied(f"Elasticsearch refused the action (403{_root_cause(exc.body)})")
+    if isinstance(exc, TlsError) or _tls_cause(exc):
+        return TLSFailed(
+            f"TLS with Elasticsearch failed: {_first_line(exc)}. Set ES_CA_CERTS to the cluster's CA certificate "
+            "(or ES_SSL_ASSERT_FINGERPRINT), and use https:// for a TLS port"
         )
     if isinstance(exc, elasticsearch.ApiError):
         status = exc.meta.status if exc.meta is not None else None
@@ -81,8 +123,11 @@ def map_es_error(exc: BaseException) -> SearchError:
     if isinstance(exc, ConnectionTimeout):
         return DependencyUnavailable(f"Elasticsearch timed out: {exc}", dependency="elasticsearch", reason="timeout")
     if isinstance(exc, TransportError):
+        cause = _root(exc)
+        detail = f"{type(cause).__name__}: {_first_line(cause)}" if cause is not exc else _first_line(exc)
+        hint = " (an https:// port reached with http:// looks like this)" if "disconnected" in detail.lower() else ""
         return DependencyUnavailable(
-            f"cannot reach Elasticsearch: {exc}", dependency="elasticsearch", reason="connection_error"
+            f"cannot reach Elasticsearch: {detail}{hint}", dependency="elasticsearch", reason="connection_error"
         )
     if isinstance(exc, TimeoutError):
         return DependencyUnavailable("Elasticsearch call timed out", dependency="elasticsearch", reason="timeout")

@@ -80,14 +80,20 @@ def bm25_fuzzy_request(
 
 
 def fetch_request(
-    text: str, ids: Sequence[str], *, source: bool, fields: Sequence[str] = BM25_FIELDS
+    text: str,
+    ids: Sequence[str],
+    *,
+    source: bool,
+    filters: Sequence[dict[str, Any]] = (),
+    fields: Sequence[str] = BM25_FIELDS,
 ) -> dict[str, Any]:
     """One cheap follow-up for given ids: their highlights for ``text`` (a leading snippet when no term
-    matches, e.g. a hit only the kNN leg found) and, if ``source``, their documents."""
+    matches, e.g. a hit only the kNN leg found) and, if ``source``, their documents. ``filters`` (the
+    search's own, tenant included) apply again, so the follow-up can never return more than the legs."""
     highlight = _highlight()
     highlight["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
     return {
-        "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}], "should": [_keywords(text, fields)]}},
+        "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}, *filters], "should": [_keywords(text, fields)]}},
         "size": len(ids),
         "source": _SOURCE if source else False,
         "highlight": highlight,

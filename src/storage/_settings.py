@@ -31,8 +31,16 @@ class SearchSettings(BaseSettings):
     username: str | None = None
     password: SecretStr | None = None
     api_key: SecretStr | None = None
+    #: A CA certificate (PEM path) to verify the cluster with; the system store is used otherwise.
     ca_certs: str | None = None
+    #: Pin the server certificate by its SHA-256 fingerprint instead of (or as well as) a CA.
+    ssl_assert_fingerprint: str | None = None
+    #: Verification on by default; turning it off is for throwaway local clusters only.
     verify_certs: bool = True
+    #: Elastic Cloud: the deployment's Cloud ID (instead of ``url``).
+    cloud_id: str | None = None
+    #: Every search and write must name a tenant; the client filters both legs and checks the results.
+    multi_tenant: bool = False
     #: Per-request timeout of the Elasticsearch client (seconds).
     request_timeout_s: float = Field(default=10.0, gt=0)
     #: Bulk requests carry many documents: a longer timeout.

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import contextlib
 import ctypes
 import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -195,6 +198,17 @@ class LocalElasticsearch:
     ephemeral: bool = False
     #: SIGTERM the server when the starting thread dies (False only for the detached `start` command).
     die_with_parent: bool = True
+    #: Security on: TLS on HTTP with certificates made by the distribution's own ``elasticsearch-certutil``,
+    #: and a superuser ``admin_user`` in the file realm. ``url`` is then https; clients need ``ca_cert``.
+    security: bool = False
+    admin_user: str = "hybrid-admin"
+    admin_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
+    #: ``security=True``: more file-realm users, name -> (password, roles), and file-based roles
+    #: (``roles.yml``), name -> role descriptor (e.g. index privileges limited to one index pattern).
+    users: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict, repr=False)
+    roles: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: False for a node of a multi-node cluster (``settings`` then carry the discovery settings).
+    single_node: bool = True
 
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     http_port: int | None = field(default=None, init=False)
@@ -217,7 +231,17 @@ class LocalElasticsearch:
     def url(self) -> str:
         if self.http_port is None:
             raise LocalElasticsearchError("Elasticsearch is not started")
-        return f"http://127.0.0.1:{self.http_port}"
+        return f"{'https' if self.security else 'http'}://127.0.0.1:{self.http_port}"
+
+    @property
+    def config_dir(self) -> Path:
+        """The node's configuration: the distribution's own, or a per-instance copy when secured."""
+        return self.instance_dir / "config" if self.security else self.home / "config"
+
+    @property
+    def ca_cert(self) -> Path:
+        """The CA certificate that signed the HTTP certificate (``security=True`` only)."""
+        return self.instance_dir / "config" / "certs" / "ca" / "ca.crt"
 
     @property
     def pid(self) -> int | None:
@@ -296,14 +320,24 @@ class LocalElasticsearch:
             "network.host": "127.0.0.1",
             "http.port": str(self.http_port),
             "transport.port": str(self.transport_port),
-            "discovery.type": "single-node",
             "xpack.security.enabled": "false",
             "path.data": str(data),
             "path.logs": str(logs),
             # Developer machines are often nearly full; the watermarks would make new indices red.
             "cluster.routing.allocation.disk.threshold_enabled": "false",
-            **self.settings,
         }
+        if self.single_node:
+            es_settings["discovery.type"] = "single-node"
+        if self.security:
+            self._prepare_security(home, java_home)
+            es_settings |= {
+                "xpack.security.enabled": "true",
+                "xpack.security.http.ssl.enabled": "true",
+                "xpack.security.http.ssl.key": "certs/node/node.key",
+                "xpack.security.http.ssl.certificate": "certs/node/node.crt",
+                "xpack.security.http.ssl.certificate_authorities": "certs/ca/ca.crt",
+            }
+        es_settings |= self.settings
         cmd = [str(home / "bin" / "elasticsearch"), *(f"-E{k}={v}" for k, v in es_settings.items())]
         env = {
             **os.environ,
@@ -311,6 +345,8 @@ class LocalElasticsearch:
             "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap} {os.environ.get('ES_LOCAL_JAVA_OPTS', '')}",
         }
         env.pop("JAVA_HOME", None)
+        if self.security:
+            env["ES_PATH_CONF"] = str(self.config_dir)
         run_as: str | None = None
         if os.geteuid() == 0:
             run_as = _ensure_service_user()
@@ -354,9 +390,52 @@ class LocalElasticsearch:
         )
         return self.url
 
+    def _prepare_security(self, home: Path, java_home: Path) -> None:
+        """A per-instance config dir with TLS certificates (elasticsearch-certutil) and a file-realm superuser
+        (elasticsearch-users). Made once per instance; a restart reuses it."""
+        config = self.instance_dir / "config"
+        env = {**os.environ, "ES_JAVA_HOME": str(java_home), "ES_PATH_CONF": str(config)}
+        env.pop("JAVA_HOME", None)
+
+        def tool(*args: str) -> None:
+            done = subprocess.run([*args], env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise LocalElasticsearchError(f"{Path(args[0]).name} failed: {(done.stdout + done.stderr)[-800:]}")
+
+        if not (config / "certs" / "node" / "node.crt").exists():
+            shutil.rmtree(config, ignore_errors=True)
+            shutil.copytree(home / "config", config)
+            certs = config / "certs"
+            certs.mkdir()
+            certutil = str(home / "bin" / "elasticsearch-certutil")
+            tool(certutil, "ca", "--pem", "--silent", "--out", str(certs / "ca.zip"))
+            with zipfile.ZipFile(certs / "ca.zip") as archive:
+                archive.extractall(certs)
+            tool(
+                certutil, "cert", "--pem", "--silent", "--name", "node", "--ip", "127.0.0.1", "--dns", "localhost",
+                "--ca-cert", str(certs / "ca" / "ca.crt"), "--ca-key", str(certs / "ca" / "ca.key"),
+                "--out", str(certs / "node.zip"),
+            )  # fmt: skip
+            with zipfile.ZipFile(certs / "node.zip") as archive:
+                archive.extractall(certs)
+        # JSON is YAML: file-based roles, read by the node at start (and reloaded when the file changes).
+        (config / "roles.yml").write_text("".join(f"{json.dumps(n)}: {json.dumps(r)}\n" for n, r in self.roles.items()))
+        users = str(home / "bin" / "elasticsearch-users")
+        accounts = {self.admin_user: (self.admin_password, ("superuser",)), **self.users}
+        for user, (password, roles) in accounts.items():
+            with contextlib.suppress(LocalElasticsearchError):  # a restart: the user exists already
+                tool(users, "userdel", user)
+            tool(users, "useradd", user, "-p", password, "-r", ",".join(roles))
+
     def _wait_ready(self, started: float) -> None:
         assert self.process is not None
         health = f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s"
+        context: ssl.SSLContext | None = None
+        headers: dict[str, str] = {}
+        if self.security:
+            context = ssl.create_default_context(cafile=str(self.ca_cert))
+            token = base64.b64encode(f"{self.admin_user}:{self.admin_password}".encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
         while True:
             code = self.process.poll()
             if code is not None:
@@ -365,7 +444,8 @@ class LocalElasticsearch:
                     f"Last log lines:\n{self.log_tail()}"
                 )
             try:
-                with urllib.request.urlopen(health, timeout=5) as resp:
+                request = urllib.request.Request(health, headers=headers)
+                with urllib.request.urlopen(request, timeout=5, context=context) as resp:
                     if json.load(resp).get("status") in ("yellow", "green"):
                         return
             except (urllib.error.URLError, OSError, ValueError):

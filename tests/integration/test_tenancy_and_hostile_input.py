@@ -1,0 +1,196 @@
+"""Tenant isolation that cannot be skipped, and hostile input, against the real Elasticsearch."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from embeddings import HashingEmbedder, OpenAIEmbedder
+from storage import Document, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
+from storage._fusion import FusedHit
+from storage._resilience import ResiliencePolicy
+
+TENANTS = [f"tenant-{i}" for i in range(5)]
+VOCAB = ["revenue", "guidance", "cloud", "margin", "growth", "outlook", "demand", "supply", "chip", "china", "quarter"]
+
+
+@pytest.fixture
+async def tenanted(settings: SearchSettings) -> AsyncIterator[SearchClient]:
+    s = settings.model_copy(update={"multi_tenant": True})
+    async with SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)) as c:
+        await c.ensure_index()
+        rng = random.Random(7)
+        for tenant in TENANTS:
+            docs = [
+                Document(
+                    id=f"{tenant}-{i}", title=" ".join(rng.sample(VOCAB, 3)), text=" ".join(rng.choices(VOCAB, k=12))
+                )
+                for i in range(40)
+            ]
+            report = await c.index_documents(docs, tenant_id=tenant, refresh=True)
+            assert report.ok
+        yield c
+
+
+def _assert_own(hits: list[object], tenant: str) -> int:
+    for h in hits:
+        assert h.source["tenant_id"] == tenant, (h.id, tenant)  # type: ignore[attr-defined]
+    return len(hits)
+
+
+async def test_no_search_path_ever_returns_another_tenants_document(
+    tenanted: SearchClient, settings: SearchSettings
+) -> None:
+    rng = random.Random(11)
+    seen = 0
+    dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
+    policy = ResiliencePolicy(attempts=1, fail_max=1000)
+    s = settings.model_copy(update={"multi_tenant": True})
+    async with SearchClient(tenanted._es, dead, s, owns_clients=False, embeddings_policy=policy) as degraded:
+        for _ in range(25):
+            tenant = rng.choice(TENANTS)
+            query = " ".join(rng.sample(VOCAB, rng.randint(1, 4)))
+            for mode in ("bm25", "knn", "hybrid"):
+                for trip in ("parallel", "msearch"):
+                    res = await tenanted.search(query, mode=mode, tenant_id=tenant, round_trip=trip, limit=20)  # type: ignore[arg-type]
+                    seen += _assert_own(res.hits, tenant)
+            res = await degraded.search(query, tenant_id=tenant, limit=20)
+            assert res.degraded
+            seen += _assert_own(res.hits, tenant)
+            res = await tenanted.search(query + " qzx", mode="bm25", tenant_id=tenant, recover=True, scopes=[{}])
+            seen += _assert_own(res.hits, tenant)
+            cursor = None
+            walked: list[str] = []
+            while True:
+                page = await tenanted.search_page(query, cursor=cursor, tenant_id=tenant, page_size=15, depth=10)
+                seen += _assert_own(page.hits, tenant)
+                walked += page.ids
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert len(walked) == len(set(walked))
+    await dead.aclose()
+    assert seen > 1000
+    print(f"\ntenancy: {seen} hits checked across modes, msearch, degraded, recovery and paging; 0 foreign")
+
+
+async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted: SearchClient) -> None:
+    with pytest.raises(InvalidQuery, match="multi-tenant"):
+        await tenanted.search("revenue")
+    with pytest.raises(InvalidQuery, match="multi-tenant"):
+        await tenanted.search_page("revenue")
+    with pytest.raises(InvalidQuery, match="multi-tenant"):
+        await tenanted.count()
+    with pytest.raises(InvalidQuery, match="multi-tenant"):
+        await tenanted.get_document("tenant-0-1")
+    with pytest.raises(InvalidDocument, match="no tenant_id"):
+        await tenanted.index_documents([Document(id="x", text="y")])
+    with pytest.raises(InvalidDocument, match="belongs to tenant"):
+        await tenanted.index_documents([Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2")
+    assert await tenanted.get_document("tenant-0-1", tenant_id="tenant-1") is None
+    assert (await tenanted.get_document("tenant-0-1", tenant_id="tenant-0") or {}).get("tenant_id") == "tenant-0"
+    assert await tenanted.count(tenant_id="tenant-3") == 40
+    page = await tenanted.search_page("revenue", tenant_id="tenant-0", page_size=5)
+    with pytest.raises(InvalidQuery, match="another search"):  # a cursor cannot switch tenants
+        await tenanted.search_page("revenue", cursor=page.next_cursor, tenant_id="tenant-1", page_size=5)
+
+
+def test_the_second_check_drops_results_of_another_tenant() -> None:
+    from storage._client import _same_tenant
+
+    fused = [FusedHit("a", 1.0, 1.0), FusedHit("b", 0.5, 0.5)]
+    sources = {"a": {"tenant_id": "t1"}, "b": {"tenant_id": "t2"}}
+    assert [f.id for f in _same_tenant(fused, sources, "t1")] == ["a"]
+
+
+@pytest.mark.parametrize("index", ["*", "_all", "docs*", "-docs", "docs,*", "remote:docs", "Docs", "../x", ""])
+async def test_index_names_are_validated(client: SearchClient, index: str) -> None:
+    with pytest.raises(InvalidQuery):
+        await client.search("x", index=index or ",")
+
+
+def test_filter_fields_are_validated_and_scripts_impossible() -> None:
+    from storage._filters import parse_filters
+
+    for bad in ({"script": "1"}, {"query_string": "x"}, {"_source": "x"}, {"ticker": {"script": "x"}}):
+        with pytest.raises(InvalidQuery):
+            parse_filters(bad)
+
+
+_HOSTILE = st.one_of(
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=300),
+    st.text(alphabet=st.characters(codec=None, categories=["Cc", "Cs", "Zs", "Po", "Sm"]), max_size=60),
+    st.lists(
+        st.sampled_from(
+            [
+                '"',
+                "(",
+                ")",
+                "*",
+                "?",
+                "~",
+                "^2",
+                "AND",
+                "OR",
+                "NOT",
+                "-",
+                "+",
+                "\\",
+                "/",
+                ":",
+                "{",
+                "}",
+                "[",
+                "]",
+                '{"query":',
+                '"match_all"',
+                "}}",
+                "title:",
+                "ticker:",
+                "date:2024-13",
+                "\x00",
+                "\ud800",
+                "\u202e",
+                "script",
+                "_source",
+                "*:*",
+                "a" * 300,
+                "revenue",
+            ]
+        ),
+        max_size=30,
+    ).map(" ".join),
+    st.integers(1000, 20000).map(lambda n: "revenue " * (n // 8)),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(text=_HOSTILE, choice=st.integers(0, 5))
+async def test_any_query_text_gives_a_result_or_a_typed_validation_error(
+    loaded_for_fuzz: SearchClient, text: str, choice: int
+) -> None:
+    mode = ("bm25", "hybrid", "knn", "bm25", "bm25", "hybrid")[choice]
+    syntax = "boolean" if choice >= 4 else "plain"
+    try:
+        res = await loaded_for_fuzz.search(text, mode=mode, syntax=syntax, limit=5)  # type: ignore[arg-type]
+    except InvalidQuery:
+        return
+    assert res.hits is not None
+    assert not res.degraded, res.legs
+
+
+@pytest.fixture(scope="module")
+async def loaded_for_fuzz(es_url: str) -> AsyncIterator[SearchClient]:
+    s = SearchSettings(url=es_url, index="fuzz-hostile-input")
+    async with SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)) as c:
+        await c.delete_index()
+        await c.ensure_index()
+        await c.index_documents(
+            [Document(id=f"f{i}", text=f"revenue guidance {w}") for i, w in enumerate(VOCAB)], refresh=True
+        )
+        yield c
+        await c.delete_index()
