@@ -187,10 +187,13 @@ class SearchClient:
                 request_timeout=s.request_timeout_s,
                 # One retry layer only (ours). The transport keeps node failover for multi-node clusters and
                 # never retries statuses by itself (it would, immediately and without backoff).
-                max_retries=max(len(hosts) - 1, 0),
+                max_retries=max(len(hosts) - 1, 2 if s.sniff_on_start or s.sniff_on_node_failure else 0),
                 retry_on_status=(),
                 retry_on_timeout=False,
                 verify_certs=s.verify_certs,
+                sniff_on_start=s.sniff_on_start,
+                sniff_on_node_failure=s.sniff_on_node_failure,
+                min_delay_between_sniffing=s.sniff_min_delay_s,
                 **auth,
             )
         except ValueError as exc:  # e.g. TLS options with an http:// URL
@@ -498,6 +501,8 @@ class SearchClient:
             normalized=self._embedder.normalized,
             model_id=self._embedder.model_id,
             analyzer=self._settings.analyzer,
+            shards=self._settings.number_of_shards,
+            replicas=self._settings.number_of_replicas,
         )
 
     async def _get_index(self, name: str) -> dict[str, Any] | None:

@@ -21,7 +21,15 @@ def next_index_name(alias: str, existing: list[str]) -> str:
     return versioned_index_name(alias, max(versions, default=0) + 1)
 
 
-def index_body(*, dimensions: int, normalized: bool, model_id: str, analyzer: str) -> dict[str, Any]:
+def index_body(
+    *,
+    dimensions: int,
+    normalized: bool,
+    model_id: str,
+    analyzer: str,
+    shards: int = 1,
+    replicas: int | None = None,
+) -> dict[str, Any]:
     """Settings and mappings for one concrete index.
 
     - ``dynamic: strict``: a field we did not design is an error, not a silent new mapping;
@@ -35,8 +43,10 @@ def index_body(*, dimensions: int, normalized: bool, model_id: str, analyzer: st
     return {
         "settings": {
             "index": {
-                "number_of_shards": 1,
-                "auto_expand_replicas": "0-1",
+                "number_of_shards": shards,
+                # Default: one replica as soon as a second node exists (a node loss loses no data), none
+                # on a single node (where it could never be allocated and the index would stay yellow).
+                **({"auto_expand_replicas": "0-1"} if replicas is None else {"number_of_replicas": replicas}),
                 "refresh_interval": "1s",
             }
         },

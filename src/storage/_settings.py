@@ -45,6 +45,16 @@ class SearchSettings(BaseSettings):
     request_timeout_s: float = Field(default=10.0, gt=0)
     #: Bulk requests carry many documents: a longer timeout.
     bulk_timeout_s: float = Field(default=60.0, gt=0)
+    #: Primary shards of a new index; replicas: None = one as soon as a second node exists (auto-expand 0-1).
+    number_of_shards: int = Field(default=1, ge=1, le=1024)
+    number_of_replicas: int | None = Field(default=None, ge=0)
+    #: Discover the cluster's nodes from the hosts given (at start / when a node fails). Off by default:
+    #: behind a load balancer, a proxy or Elastic Cloud the nodes' published addresses are not reachable
+    #: by clients, and sniffing would replace a working URL with dead ones. Turn it on for a cluster the
+    #: client reaches directly (as the three-node tests do).
+    sniff_on_start: bool = False
+    sniff_on_node_failure: bool = False
+    sniff_min_delay_s: float = Field(default=10.0, ge=0)
     #: Analyzer of ``title``/``text``. ``standard`` is built into every distribution (including the minimal
     #: integ-test one, which lacks the analysis-common module and so ``english``).
     analyzer: str = "standard"

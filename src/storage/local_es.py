@@ -51,6 +51,7 @@ from types import TracebackType
 
 __all__ = [
     "DEFAULT_VERSION",
+    "LocalCluster",
     "LocalElasticsearch",
     "LocalElasticsearchError",
     "default_cache_dir",
@@ -301,8 +302,12 @@ class LocalElasticsearch:
         shutil.rmtree(partial, ignore_errors=True)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def start(self) -> str:
-        """Fetch if needed, start, wait until yellow/green; return the URL. Idempotent while running."""
+    def start(self, *, wait: bool = True) -> str:
+        """Fetch if needed, start, wait until yellow/green; return the URL. Idempotent while running.
+
+        ``wait=False`` returns once the process is spawned (the nodes of a new cluster must all be up
+        before any is ready); :meth:`wait_ready` then waits.
+        """
         if self.process is not None and self.process.poll() is None:
             return self.url
         home = self.fetch()
@@ -372,11 +377,20 @@ class LocalElasticsearch:
             out.close()
         atexit.register(self.stop)
         (self.instance_dir / "pid").write_text(str(self.process.pid))
+        self._started_at = started
+        if wait:
+            self.wait_ready()
+        return self.url
+
+    def wait_ready(self) -> str:
+        """Wait until the node answers with a yellow or green cluster (see ``start(wait=False)``)."""
+        started = getattr(self, "_started_at", time.monotonic())
         try:
             self._wait_ready(started)
         except BaseException:
             self.stop()
             raise
+        assert self.process is not None
         (self.instance_dir / "url").write_text(self.url)
         logger.info(
             "elasticsearch started",
@@ -384,7 +398,6 @@ class LocalElasticsearch:
                 "es_version": self.version,
                 "url": self.url,
                 "pid": self.process.pid,
-                "java_home": str(java_home),
                 "start_seconds": round(time.monotonic() - started, 1),
             },
         )
@@ -490,6 +503,87 @@ class LocalElasticsearch:
         proc.wait()
 
     def __enter__(self) -> LocalElasticsearch:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@dataclass
+class LocalCluster:
+    """``size`` nodes on 127.0.0.1 forming one cluster (all master-eligible data nodes), each a
+    :class:`LocalElasticsearch` with its own ports, data and logs; nodes can be stopped, killed and
+    restarted one at a time (they keep their ports)."""
+
+    size: int = 3
+    name: str = "cluster"
+    version: str = DEFAULT_VERSION
+    heap: str = "384m"
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    ephemeral: bool = True
+    nodes: list[LocalElasticsearch] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        transport = [_free_port() for _ in range(self.size)]
+        names = [f"{self.name}-n{i}" for i in range(self.size)]
+        for i in range(self.size):
+            node = LocalElasticsearch(
+                version=self.version,
+                cache_dir=self.cache_dir,
+                heap=self.heap,
+                name=names[i],
+                ephemeral=self.ephemeral,
+                single_node=False,
+                settings={
+                    "cluster.name": f"hybrid-search-{self.name}",
+                    "node.name": names[i],
+                    "discovery.seed_hosts": ",".join(f"127.0.0.1:{p}" for p in transport),
+                    "cluster.initial_master_nodes": ",".join(names),
+                },
+            )
+            node.http_port, node.transport_port = _free_port(), transport[i]
+            self.nodes.append(node)
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self.nodes]
+
+    def start(self) -> list[str]:
+        """Spawn every node, then wait until each answers (the cluster needs a quorum to be ready)."""
+        try:
+            for node in self.nodes:
+                node.start(wait=False)
+            for node in self.nodes:
+                node.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self.urls
+
+    def wait_green(self, timeout_s: float = 120.0) -> None:
+        """Wait until every node is in and every shard is allocated (replicas included)."""
+        deadline = time.monotonic() + timeout_s
+        url = next(n.url for n in self.nodes if n.process is not None)
+        query = f"{url}/_cluster/health?wait_for_status=green&wait_for_nodes={self.size}&timeout=5s"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(query, timeout=10) as resp:
+                    body = json.load(resp)
+                    if body.get("status") == "green" and body.get("number_of_nodes") == self.size:
+                        return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise LocalElasticsearchError(f"cluster {self.name} did not become green with {self.size} nodes")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> LocalCluster:
         self.start()
         return self
 

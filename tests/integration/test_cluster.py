@@ -1,0 +1,195 @@
+"""The client against a real three-node Elasticsearch cluster (local processes): a node killed and
+restarted under load, a rolling restart, and a client that can reach only one of its hosts.
+
+Each test prints its figures: searches attempted/failed, p95 latency before/during/after, documents
+submitted/acknowledged/found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from embeddings import HashingEmbedder
+from storage import Document, SearchClient, SearchError, SearchSettings
+from storage.local_es import LocalCluster
+
+from .._faultproxy import FaultProxy
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    c = LocalCluster(size=3, name=f"c{int(time.time()) % 100000}")
+    started = time.perf_counter()
+    c.start()
+    c.wait_green()
+    print(f"\nthree-node cluster green after {time.perf_counter() - started:.1f} s: {c.urls}")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _settings(urls: list[str], index: str, **extra: object) -> SearchSettings:
+    return SearchSettings(url=",".join(urls), index=index, number_of_shards=2, **extra)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def loaded(cluster: LocalCluster) -> AsyncIterator[SearchClient]:
+    index = f"cl-{int(time.time() * 1000) % 10**9}"
+    async with SearchClient.from_settings(_settings(cluster.urls, index), embedder=HashingEmbedder()) as c:
+        await c.ensure_index()
+        docs = [Document(id=f"base-{i}", text=f"cluster revenue note {i} " + "word " * (i % 5)) for i in range(200)]
+        assert (await c.index_documents(docs, refresh=True)).ok
+        cluster.wait_green()
+        yield c
+        await c.delete_index()
+
+
+@dataclass
+class Load:
+    """Continuous hybrid searches and ingest; outcomes recorded per phase."""
+
+    client: SearchClient
+    phase: str = "before"
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    submitted: list[str] = field(default_factory=list)
+    acknowledged: list[str] = field(default_factory=list)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def searches(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            phase = self.phase
+            t0 = time.perf_counter()
+            try:
+                res = await self.client.search(f"revenue note {n % 50}", limit=10)
+                assert res.hits
+                if res.degraded:
+                    self.failures.setdefault(phase, []).append(f"degraded:{res.degraded_reason}")
+            except SearchError as exc:
+                self.failures.setdefault(phase, []).append(type(exc).__name__)
+            self.latencies.setdefault(phase, []).append((time.perf_counter() - t0) * 1000)
+
+    async def ingest(self) -> None:
+        batch = 0
+        while not self.stop.is_set():
+            docs = [Document(id=f"live-{batch}-{i}", text=f"live revenue note {batch} {i}") for i in range(10)]
+            self.submitted += [d.id for d in docs]
+            try:
+                report = await self.client.index_documents(docs)
+                self.acknowledged += report.indexed
+            except SearchError:
+                pass
+            batch += 1
+            await asyncio.sleep(0.05)
+
+    def report(self) -> str:
+        parts = []
+        for phase, lat in self.latencies.items():
+            p95 = statistics.quantiles(lat, n=20)[-1] if len(lat) >= 2 else lat[0]
+            parts.append(f"{phase}: {len(lat)} searches, {len(self.failures.get(phase, []))} failed, p95 {p95:.0f} ms")
+        return "; ".join(parts)
+
+
+async def _under_load(client: SearchClient, disrupt: Callable[[Load], Awaitable[None]]) -> Load:
+    load = Load(client)
+    tasks = [asyncio.create_task(load.searches()), asyncio.create_task(load.ingest())]
+    await asyncio.sleep(3)
+    await disrupt(load)
+    load.phase = "after"
+    await asyncio.sleep(3)
+    load.stop.set()
+    await asyncio.gather(*tasks)
+    return load
+
+
+async def _found(client: SearchClient, ids: list[str]) -> int:
+    await client.refresh()
+    total = 0
+    for start in range(0, len(ids), 500):
+        total += await client.count(filters={"id": ids[start : start + 500]})
+    return total
+
+
+async def test_a_node_killed_and_restarted_under_load_loses_no_acknowledged_document(
+    cluster: LocalCluster, loaded: SearchClient
+) -> None:
+    victim = cluster.nodes[2]
+
+    async def kill_and_restart(load: Load) -> None:
+        load.phase = "during"
+        victim.kill()
+        await asyncio.sleep(5)
+        await asyncio.to_thread(victim.start)
+        await asyncio.to_thread(cluster.wait_green)
+
+    load = await _under_load(loaded, kill_and_restart)
+    found = await _found(loaded, load.acknowledged)
+    print(
+        f"\nnode killed: {load.report()}; documents submitted {len(load.submitted)}, "
+        f"acknowledged {len(load.acknowledged)}, found {found}"
+    )
+    assert found == len(load.acknowledged)  # zero acknowledged documents lost
+    assert not load.failures.get("before")
+    assert not load.failures.get("after")
+    assert len(load.failures.get("during", [])) <= len(load.latencies["during"]) // 10
+    assert loaded.resilience["elasticsearch"].state == "closed"
+
+
+async def test_a_rolling_restart_under_load_loses_nothing(cluster: LocalCluster, loaded: SearchClient) -> None:
+    async def rolling(load: Load) -> None:
+        load.phase = "during"
+        for node in cluster.nodes:
+            await asyncio.to_thread(node.stop)
+            await asyncio.to_thread(node.start)
+            await asyncio.to_thread(cluster.wait_green)
+
+    load = await _under_load(loaded, rolling)
+    found = await _found(loaded, load.acknowledged)
+    print(
+        f"\nrolling restart: {load.report()}; documents submitted {len(load.submitted)}, "
+        f"acknowledged {len(load.acknowledged)}, found {found}"
+    )
+    assert found == len(load.acknowledged)
+    assert not load.failures.get("after")
+    assert loaded.resilience["elasticsearch"].state == "closed"
+
+
+async def test_a_client_reaching_only_one_of_three_hosts_still_works(cluster: LocalCluster) -> None:
+    proxies = []
+    for node in cluster.nodes:
+        parsed = urllib.parse.urlparse(node.url)
+        proxies.append(await FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 9200).start())
+    try:
+        await proxies[0].set_mode("refuse")
+        await proxies[1].set_mode("blackhole")
+        index = f"one-{int(time.time() * 1000) % 10**9}"
+        settings = _settings([p.url for p in proxies], index, request_timeout_s=1.0, leg_timeout_s=10)
+        async with SearchClient.from_settings(settings, embedder=HashingEmbedder()) as c:
+            await c.ensure_index()
+            assert (await c.index_documents([Document(id="x", text="only one host")], refresh=True)).ok
+            for _ in range(20):
+                assert (await c.search("host")).ids == ["x"]
+            assert c.resilience["elasticsearch"].state == "closed"
+            await c.delete_index()
+        # Sniffing from the one reachable host discovers the others (their real addresses).
+        sniffing = _settings([proxies[2].url], index, sniff_on_start=True)
+        async with SearchClient.from_settings(sniffing, embedder=HashingEmbedder()) as c:
+            await c.health()
+            hosts = {n.config.port for n in c._es.transport.node_pool.all()}
+            assert {urllib.parse.urlparse(u).port for u in cluster.urls} <= hosts
+    finally:
+        for p in proxies:
+            await p.stop()
+    print(f"\none of three hosts reachable: 20/20 searches ok; sniffing found {len(hosts)} nodes")
