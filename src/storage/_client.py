@@ -181,6 +181,15 @@ class SearchClient:
             auth["api_key"] = s.api_key.get_secret_value()
         elif s.username is not None:
             auth["basic_auth"] = (s.username, s.password.get_secret_value() if s.password else "")
+        # Only when asked: passing any sniff option (even False) installs elasticsearch-py's sniff callback,
+        # whose requests use the transport's default retries (3) and outlive a closed client.
+        sniffing: dict[str, Any] = {}
+        if s.sniff_on_start or s.sniff_on_node_failure:
+            sniffing = {
+                "sniff_on_start": s.sniff_on_start,
+                "sniff_on_node_failure": s.sniff_on_node_failure,
+                "min_delay_between_sniffing": s.sniff_min_delay_s,
+            }
         try:
             es = AsyncElasticsearch(
                 hosts or None,
@@ -191,9 +200,7 @@ class SearchClient:
                 retry_on_status=(),
                 retry_on_timeout=False,
                 verify_certs=s.verify_certs,
-                sniff_on_start=s.sniff_on_start,
-                sniff_on_node_failure=s.sniff_on_node_failure,
-                min_delay_between_sniffing=s.sniff_min_delay_s,
+                **sniffing,
                 **auth,
             )
         except ValueError as exc:  # e.g. TLS options with an http:// URL

