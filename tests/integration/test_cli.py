@@ -134,3 +134,12 @@ def test_errors_are_one_line_and_a_non_zero_exit(settings: SearchSettings, tmp_p
     kibana = _run(settings, "kibana-import", "--kibana-url", "http://127.0.0.1:9")
     assert kibana.returncode == 2
     assert "cannot reach Kibana" in kibana.stderr
+
+
+def test_demo_indexes_its_corpus_searches_and_cleans_up(settings: SearchSettings) -> None:
+    res = _run(settings, "demo", "cloud revenue", env={"EMBEDDINGS_PROVIDER": "local"})
+    assert res.returncode == 0, res.stderr
+    assert "indexed 6 documents" in res.stdout
+    assert 'query "cloud revenue" (hybrid;' in res.stdout
+    assert "demo-msft-cloud" in res.stdout
+    assert "done in" in res.stdout
