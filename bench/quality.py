@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from pathlib import Path
 
 from embeddings import LocalEmbedder
 from storage import SearchClient, SearchSettings
 from storage._eval import evaluate, load_beir
-from storage.local_es import LocalElasticsearch
+from storage.local_es import url_or_local
 
 MODES = [
     ("bm25", None),
@@ -49,16 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--beir", type=Path, default=Path(__file__).parents[2] / "shared/data/beir/scifact")
     args = parser.parse_args()
-    url = os.environ.get("ES_URL")
-    node = None
-    if not url:
-        node = LocalElasticsearch(name=f"bench-{os.getpid()}", ephemeral=True, heap="1g")
-        url = node.start()
-    try:
+    with url_or_local("bench", heap="1g") as url:
         print(json.dumps(asyncio.run(run(url, args.beir)), indent=2))
-    finally:
-        if node is not None:
-            node.stop()
 
 
 if __name__ == "__main__":

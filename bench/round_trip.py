@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 from embeddings import LocalEmbedder
 from storage import Document, SearchClient, SearchSettings
-from storage.local_es import LocalElasticsearch
+from storage.local_es import url_or_local
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -76,16 +75,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    url = os.environ.get("ES_URL")
-    node = None
-    if not url:
-        node = LocalElasticsearch(name=f"bench-rt-{os.getpid()}", ephemeral=True, heap="1g")
-        url = node.start()
-    try:
+    with url_or_local("bench-rt", heap="1g") as url:
         print(json.dumps(asyncio.run(measure(url, args.beir, args.docs, args.rounds)), indent=2))
-    finally:
-        if node is not None:
-            node.stop()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
 from storage._eval import BeirDataset, evaluate, load_beir
 from storage._queries import bm25_request, knn_request
-from storage.local_es import LocalElasticsearch
+from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
 FUSIONS = ("rrf", "linear_minmax", "linear_zscore", "dbsf")
@@ -401,17 +401,9 @@ def main() -> None:
     data = load_beir(args.beir)
     if args.quick:
         data = subset(data, 150, 40)
-    url = os.environ.get("ES_URL")
-    node = None
-    if not url:
-        node = LocalElasticsearch(name=f"bench-{os.getpid()}", ephemeral=True, heap="1g")
-        url = node.start()
     started = time.perf_counter()
-    try:
+    with url_or_local("bench", heap="1g") as url:
         result = asyncio.run(main_async(url, data, args.quick))
-    finally:
-        if node is not None:
-            node.stop()
     args.out.mkdir(parents=True, exist_ok=True)
     name = "benchmark-quick" if args.quick else "benchmark"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=2))

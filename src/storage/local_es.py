@@ -45,6 +45,7 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -56,6 +57,7 @@ __all__ = [
     "LocalElasticsearchError",
     "default_cache_dir",
     "find_java_home",
+    "url_or_local",
 ]
 
 logger = logging.getLogger("storage.local_es")
@@ -591,6 +593,17 @@ class LocalCluster:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def url_or_local(name: str, *, heap: str = DEFAULT_HEAP) -> Iterator[str]:
+    """``ES_URL`` if set, else a throwaway local node (stopped on exit): for scripts and benchmarks."""
+    url = os.environ.get("ES_URL")
+    if url:
+        yield url
+        return
+    with LocalElasticsearch(name=f"{name}-{os.getpid()}", ephemeral=True, heap=heap) as node:
+        yield node.url
 
 
 def _group_alive(pgid: int) -> bool:
