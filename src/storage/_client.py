@@ -194,11 +194,12 @@ class SearchClient:
             es = AsyncElasticsearch(
                 hosts or None,
                 request_timeout=s.request_timeout_s,
-                # One retry layer only (ours). The transport keeps node failover for multi-node clusters and
-                # never retries statuses by itself (it would, immediately and without backoff).
+                # One retry layer only (ours). The transport keeps node failover for multi-node clusters (on
+                # connection errors and timeouts) and never retries statuses by itself (it would, at once).
                 max_retries=max(len(hosts) - 1, 2 if s.sniff_on_start or s.sniff_on_node_failure else 0),
                 retry_on_status=(),
-                retry_on_timeout=False,
+                # With several nodes a timed-out node is failed over too (the transport marks it dead).
+                retry_on_timeout=len(hosts) > 1,
                 verify_certs=s.verify_certs,
                 **sniffing,
                 **auth,

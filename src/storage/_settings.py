@@ -103,7 +103,9 @@ class SearchSettings(BaseSettings):
             reset_timeout_s=self.breaker_reset_s,
             max_concurrency=self.max_concurrency,
             deadline_s=self.operation_deadline_s,
-            attempt_timeout_s=self.request_timeout_s,
+            # A little above the transport's request timeout, so that the transport times out first: it then
+            # marks the node dead and fails over, instead of being cancelled unaware (and picking it again).
+            attempt_timeout_s=self.request_timeout_s + 0.5,
         )
 
     def embeddings_policy(self) -> ResiliencePolicy:
