@@ -269,6 +269,12 @@ class SearchClient:
     def embedder(self) -> Embedder:
         return self._embedder
 
+    @functools.cached_property
+    def _leg_es(self) -> AsyncElasticsearch:
+        """The client with the leg budget as request timeout, made once: ``options()`` builds a whole client
+        (forty namespaced sub-clients) per call — 0.7 ms per hybrid search when done per leg."""
+        return self._es.options(request_timeout=self._settings.leg_timeout_s)
+
     @property
     def resilience(self) -> dict[str, Resilience]:
         """The per-dependency stacks (breaker state, counters)."""
@@ -1425,7 +1431,7 @@ class SearchClient:
         return page
 
     async def _pit_leg(self, out: _LegOutcome, body: dict[str, Any]) -> None:
-        es = self._es.options(request_timeout=self._settings.leg_timeout_s)
+        es = self._leg_es
         resp = await self._es_call(lambda: es.search(**body), deadline_s=self._settings.leg_timeout_s)
         out.hits, out.took_ms, out.pit_id = (
             list(resp.body["hits"]["hits"]),
@@ -1484,7 +1490,7 @@ class SearchClient:
         return outcome
 
     async def _bm25_leg(self, out: _LegOutcome, index: str, body: dict[str, Any]) -> None:
-        es = self._es.options(request_timeout=self._settings.leg_timeout_s)
+        es = self._leg_es
         resp = await self._es_call(lambda: es.search(index=index, **body), deadline_s=self._settings.leg_timeout_s)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
 
@@ -1498,7 +1504,7 @@ class SearchClient:
         body = knn_request(
             vector, filters=plan.clauses, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
         )
-        es = self._es.options(request_timeout=budget)
+        es = self._leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
         resp = await self._es_call(lambda: es.search(index=plan.target, **body), deadline_s=remaining)
         out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
