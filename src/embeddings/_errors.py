@@ -1,17 +1,23 @@
-"""Errors raised by embedding providers.
+"""Errors raised by model providers (embedders and rerankers).
 
 ::
 
-    EmbeddingError                      base of everything an embedder raises
-    ├── EmbeddingConfigError            wrong set-up, found at start-up: model file checksum, dimension
-    │                                   mismatch between settings and model, missing API key
-    ├── EmbeddingUnavailable            no response: connection refused or reset, timeout  (transient)
-    ├── EmbeddingResponseError          the provider answered with an error status (.status, .retry_after);
+    ProviderError                       base of everything a provider raises (alias: EmbeddingError)
+    ├── ProviderConfigError             wrong set-up, found at start-up: model file checksum, dimension
+    │                                   mismatch between settings and model, missing API key or model
+    │                                   (alias: EmbeddingConfigError)
+    ├── ProviderUnavailable             no response: connection refused or reset, timeout  (transient)
+    │                                   (alias: EmbeddingUnavailable)
+    ├── ProviderResponseError           the provider answered with an error status (.status, .retry_after);
     │                                   transient for 408/409/429/5xx, see .transient
-    └── InvalidEmbedding                an answer that is not a valid embedding: wrong count, wrong
-                                        dimension, NaN/inf, undecodable body (.input_index names the input)
+    │                                   (alias: EmbeddingResponseError)
+    └── InvalidResponse                 an answer that is not valid for the inputs sent: undecodable body,
+        │                               wrong count, index out of range, NaN/inf (.input_index names the input)
+        └── InvalidEmbedding            ... of an embedder: wrong count, wrong dimension, NaN/inf
 
-A retry policy needs one test: ``isinstance(exc, EmbeddingUnavailable) or getattr(exc, "transient", False)``.
+The ``Embedding*`` names predate the rerankers and stay as the same classes, so ``except EmbeddingError``
+keeps catching everything an embedder raises. A retry policy needs one test:
+``isinstance(exc, ProviderUnavailable) or getattr(exc, "transient", False)``.
 """
 
 from __future__ import annotations
@@ -22,30 +28,35 @@ __all__ = [
     "EmbeddingResponseError",
     "EmbeddingUnavailable",
     "InvalidEmbedding",
+    "InvalidResponse",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderResponseError",
+    "ProviderUnavailable",
 ]
 
 #: HTTP statuses worth retrying: timeout, conflict (the SDKs treat it as a lock), rate limit, server errors.
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
-class EmbeddingError(Exception):
-    """Base class: anything an embedder raises."""
+class ProviderError(Exception):
+    """Base class: anything a model provider raises."""
 
     #: Whether trying again later may succeed.
     transient: bool = False
 
 
-class EmbeddingConfigError(EmbeddingError):
-    """The embedder is set up wrongly (found at start-up, before any document is touched)."""
+class ProviderConfigError(ProviderError):
+    """The provider is set up wrongly (found at start-up, before any document is touched)."""
 
 
-class EmbeddingUnavailable(EmbeddingError):
+class ProviderUnavailable(ProviderError):
     """No answer from the provider: connection refused or reset, or a timeout."""
 
     transient = True
 
 
-class EmbeddingResponseError(EmbeddingError):
+class ProviderResponseError(ProviderError):
     """The provider answered with an error status."""
 
     def __init__(self, message: str, *, status: int, retry_after: float | None = None) -> None:
@@ -55,9 +66,20 @@ class EmbeddingResponseError(EmbeddingError):
         self.transient = status in TRANSIENT_STATUSES
 
 
-class InvalidEmbedding(EmbeddingError):
-    """An answer that is not a valid embedding for the inputs sent; nothing from it is used."""
+class InvalidResponse(ProviderError):
+    """An answer that is not valid for the inputs sent; nothing from it is used."""
 
     def __init__(self, message: str, *, input_index: int | None = None) -> None:
         super().__init__(message)
         self.input_index = input_index
+
+
+class InvalidEmbedding(InvalidResponse):
+    """An answer that is not a valid embedding for the inputs sent; nothing from it is used."""
+
+
+# The names the embedders have always raised: the same classes.
+EmbeddingError = ProviderError
+EmbeddingConfigError = ProviderConfigError
+EmbeddingUnavailable = ProviderUnavailable
+EmbeddingResponseError = ProviderResponseError

@@ -15,12 +15,10 @@ whole text, which is one reason the hybrid beats either leg.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib.metadata
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import numpy as np
 
 from ._base import BaseEmbedder, Kind
 from ._errors import EmbeddingConfigError
+from ._worker import ModelWorker
 
 __all__ = ["LocalEmbedder"]
 
@@ -138,9 +137,7 @@ class LocalEmbedder(BaseEmbedder):
         self._threads = threads
         self._paths = (model_path, tokenizer_path)
         self._verify = verify_checksums and model_path is None and tokenizer_path is None
-        self._executor: ThreadPoolExecutor | None = None
-        self._model: _Model | None = None
-        self._load_lock = asyncio.Lock()
+        self._worker = ModelWorker("embeddings-local", self._load)
 
     @property
     def model_id(self) -> str:
@@ -159,34 +156,20 @@ class LocalEmbedder(BaseEmbedder):
 
     async def load(self) -> None:
         """Load the model now (otherwise the first embedding call does). Idempotent."""
-        await self._ensure_model()
+        await self._worker.model()
 
-    async def _ensure_model(self) -> _Model:
-        if self._model is not None:
-            return self._model
-        async with self._load_lock:
-            if self._model is None:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embeddings-local")
-                model_path, tokenizer_path = self._paths
-                if model_path is None or tokenizer_path is None:
-                    default_model, default_tokenizer = default_model_files()
-                    model_path = model_path or default_model
-                    tokenizer_path = tokenizer_path or default_tokenizer
-                loop = asyncio.get_running_loop()
-                self._model = await loop.run_in_executor(
-                    self._executor, _Model, model_path, tokenizer_path, self._threads, self._verify
-                )
-        return self._model
+    def _load(self) -> _Model:
+        model_path, tokenizer_path = self._paths
+        if model_path is None or tokenizer_path is None:
+            default_model, default_tokenizer = default_model_files()
+            model_path = model_path or default_model
+            tokenizer_path = tokenizer_path or default_tokenizer
+        return _Model(model_path, tokenizer_path, self._threads, self._verify)
 
     async def _embed_batch(self, texts: Sequence[str], kind: Kind) -> Any:
-        model = await self._ensure_model()
-        assert self._executor is not None
+        model = await self._worker.model()
         # all-MiniLM-L6-v2 is symmetric: queries and documents are embedded the same way.
-        return await asyncio.get_running_loop().run_in_executor(self._executor, model.embed, list(texts))
+        return await self._worker.run(model.embed, list(texts))
 
     async def aclose(self) -> None:
-        executor, self._executor = self._executor, None
-        self._model = None
-        if executor is not None:
-            await asyncio.get_running_loop().run_in_executor(None, executor.shutdown)
+        await self._worker.aclose()

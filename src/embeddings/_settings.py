@@ -1,4 +1,5 @@
-"""Provider selection from the environment (``EMBEDDINGS_*``, plus ``OPENAI_BASE_URL``/``OPENAI_API_KEY``)."""
+"""Provider selection from the environment: ``EMBEDDINGS_*`` (plus ``OPENAI_BASE_URL``/``OPENAI_API_KEY``) for
+the embedder, ``RERANKER_*`` for the optional reranker."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._base import Embedder
-from ._errors import EmbeddingConfigError
+from ._cross_encoder import CrossEncoderReranker
+from ._errors import EmbeddingConfigError, ProviderConfigError
 from ._hashing import HashingEmbedder
+from ._http_rerank import DEFAULT_MAX_DOCUMENT_CHARS, HttpReranker, RerankApi
 from ._local import LocalEmbedder
 from ._openai import DEFAULT_BATCH_SIZE, OpenAIEmbedder
+from ._rerank import Reranker
 
-__all__ = ["EmbeddingSettings", "create_embedder"]
+__all__ = ["EmbeddingSettings", "RerankerSettings", "create_embedder", "create_reranker"]
 
 
 class EmbeddingSettings(BaseSettings):
@@ -66,4 +70,52 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
         base_url=s.base_url,
         timeout_s=s.timeout_s,
         max_batch_size=s.batch_size or DEFAULT_BATCH_SIZE,
+    )
+
+
+class RerankerSettings(BaseSettings):
+    """``RERANKER_PROVIDER=none`` (default: no rerank stage) | ``http`` | ``cross-encoder``."""
+
+    model_config = SettingsConfigDict(env_prefix="RERANKER_", extra="ignore", frozen=True)
+
+    provider: Literal["none", "http", "cross-encoder"] = "none"
+    #: http: the server's base URL (``https://api.cohere.com``, ``http://127.0.0.1:8080`` for TEI).
+    url: str | None = None
+    #: http: which API shape the server speaks.
+    api: RerankApi = "cohere-v2"
+    #: http: the model name (required by the Cohere shape).
+    model: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=10.0, gt=0)
+    #: http: documents per request (default: 1,000 for Cohere, 32 for TEI).
+    max_documents: int | None = Field(default=None, ge=1)
+    #: http: documents are cut to this many characters before they are sent.
+    max_chars: int = Field(default=DEFAULT_MAX_DOCUMENT_CHARS, ge=1)
+    #: cross-encoder: a directory with model.onnx and tokenizer.json.
+    model_dir: str | None = None
+    threads: int = Field(default=1, ge=1)
+
+
+def create_reranker(settings: RerankerSettings | None = None) -> Reranker | None:
+    """The reranker the settings describe (from the environment when ``settings`` is None); None when
+    ``RERANKER_PROVIDER`` is ``none`` (the default)."""
+    s = settings if settings is not None else RerankerSettings()
+    if s.provider == "none":
+        return None
+    if s.provider == "cross-encoder":
+        if not s.model_dir:
+            raise ProviderConfigError(
+                "RERANKER_PROVIDER=cross-encoder needs RERANKER_MODEL_DIR (model.onnx + tokenizer.json)"
+            )
+        return CrossEncoderReranker(s.model_dir, threads=s.threads)
+    if not s.url:
+        raise ProviderConfigError("RERANKER_PROVIDER=http needs RERANKER_URL (e.g. https://api.cohere.com)")
+    return HttpReranker(
+        s.url,
+        api=s.api,
+        model=s.model,
+        api_key=s.api_key,
+        timeout_s=s.timeout_s,
+        max_documents_per_request=s.max_documents,
+        max_document_chars=s.max_chars,
     )

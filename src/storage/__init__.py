@@ -39,11 +39,13 @@ from ._models import (
     IndexProgress,
     IndexReport,
     LegReport,
+    RerankReport,
     SearchHit,
     SearchMode,
     SearchPage,
     SearchResponse,
 )
+from ._pipeline import SearchRequest
 from ._settings import RoundTrip, SearchSettings
 from ._syntax import QuerySyntaxError
 
@@ -77,6 +79,7 @@ __all__ = [
     "QuerySyntax",
     "QuerySyntaxError",
     "Range",
+    "RerankReport",
     "RoundTrip",
     "SearchClient",
     "SearchError",
@@ -84,6 +87,7 @@ __all__ = [
     "SearchHit",
     "SearchMode",
     "SearchPage",
+    "SearchRequest",
     "SearchResponse",
     "SearchSettings",
     "TLSFailed",

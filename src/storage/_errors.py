@@ -25,8 +25,8 @@
     └── SearchFailed                    every leg of a hybrid search failed (or one did in strict mode);
                                         .leg_errors maps leg -> the error above
 
-``dependency`` on the transport errors is ``"elasticsearch"`` or ``"embeddings"``.
-Embedding-provider errors (``embeddings.EmbeddingError``) are mapped onto DependencyUnavailable /
+``dependency`` on the transport errors is ``"elasticsearch"``, ``"embeddings"`` or ``"reranker"``.
+Model-provider errors (``embeddings.ProviderError``) are mapped onto DependencyUnavailable /
 DependencyError at the storage boundary, with the original as ``__cause__``.
 """
 
@@ -55,7 +55,7 @@ __all__ = [
     "TLSFailed",
 ]
 
-Dependency = Literal["elasticsearch", "embeddings", "telemetry"]
+Dependency = Literal["elasticsearch", "embeddings", "reranker", "telemetry"]
 
 
 class SearchError(Exception):

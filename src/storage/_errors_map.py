@@ -10,11 +10,12 @@ import elasticsearch
 from elastic_transport import ConnectionTimeout, SerializationError, TlsError, TransportError
 
 from embeddings import (
-    EmbeddingConfigError,
-    EmbeddingError,
-    EmbeddingResponseError,
-    EmbeddingUnavailable,
     InvalidEmbedding,
+    InvalidResponse,
+    ProviderConfigError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderUnavailable,
 )
 
 from ._errors import (
@@ -28,7 +29,7 @@ from ._errors import (
     TLSFailed,
 )
 
-__all__ = ["error_type", "map_embedding_error", "map_es_error", "timeout_error"]
+__all__ = ["error_type", "map_embedding_error", "map_es_error", "map_provider_error", "timeout_error"]
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -142,29 +143,39 @@ def map_es_error(exc: BaseException) -> SearchError:
     )
 
 
-def map_embedding_error(exc: EmbeddingError) -> SearchError:
-    """Map an embedding-provider error onto our tree (the original stays as ``__cause__``)."""
-    if isinstance(exc, EmbeddingConfigError):
+def map_provider_error(exc: ProviderError, dependency: Literal["embeddings", "reranker"]) -> SearchError:
+    """Map a model-provider error onto our tree (the original stays as ``__cause__``)."""
+    what = "embedding provider" if dependency == "embeddings" else "reranker"
+    if isinstance(exc, ProviderConfigError):
         return ConfigurationError(str(exc))
-    if isinstance(exc, EmbeddingUnavailable):
+    if isinstance(exc, ProviderUnavailable):
         reason = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "connection_error"
-        return DependencyUnavailable(f"embedding provider unavailable: {exc}", dependency="embeddings", reason=reason)
-    if isinstance(exc, EmbeddingResponseError):
+        return DependencyUnavailable(f"{what} unavailable: {exc}", dependency=dependency, reason=reason)
+    if isinstance(exc, ProviderResponseError):
         return DependencyError(
-            f"embedding provider answered {exc.status}: {exc}",
-            dependency="embeddings",
+            f"{what} answered {exc.status}: {exc}",
+            dependency=dependency,
             status=exc.status,
             reason="http_error",
             retry_after=exc.retry_after,
         )
     if isinstance(exc, InvalidEmbedding):
-        return DependencyError(f"invalid embedding: {exc}", dependency="embeddings", reason="bad_response")
-    return DependencyError(f"embedding failed: {exc}", dependency="embeddings", reason="error")
+        return DependencyError(f"invalid embedding: {exc}", dependency=dependency, reason="bad_response")
+    if isinstance(exc, InvalidResponse):
+        return DependencyError(f"invalid {what} answer: {exc}", dependency=dependency, reason="bad_response")
+    return DependencyError(f"{what} failed: {exc}", dependency=dependency, reason="error")
 
 
-def timeout_error(leg: str, dependency: Literal["elasticsearch", "embeddings"], budget_s: float) -> SearchError:
+def map_embedding_error(exc: ProviderError) -> SearchError:
+    return map_provider_error(exc, "embeddings")
+
+
+def timeout_error(
+    leg: str, dependency: Literal["elasticsearch", "embeddings", "reranker"], budget_s: float
+) -> SearchError:
+    what = "stage" if leg == "rerank" else "leg"
     return DependencyUnavailable(
-        f"{leg} leg exceeded its {budget_s:g} s budget while waiting on {dependency}",
+        f"{leg} {what} exceeded its {budget_s:g} s budget while waiting on {dependency}",
         dependency=dependency,
         reason="timeout",
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,8 +96,12 @@ async def evaluate(
     modes: Sequence[tuple[SearchMode, FusionMethod | None]] = (("bm25", None), ("knn", None), ("hybrid", "rrf")),
     depth: int = 100,
     on_query: Callable[[], None] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[ModeScore]:
-    """nDCG@10 and Recall@100 of each (mode, fusion) over the dataset's judged queries (index already loaded)."""
+    """nDCG@10 and Recall@100 of each (mode, fusion) over the dataset's judged queries (index already loaded).
+
+    ``options`` are passed to every search (e.g. ``{"rerank": True}``; then ``depth`` must fit within the
+    rerank candidates)."""
     try:
         import ir_measures
         from ir_measures import R, nDCG
@@ -108,7 +112,9 @@ async def evaluate(
         run: dict[str, dict[str, float]] = {}
         t0 = time.perf_counter()
         for qid, text in data.queries.items():
-            res = await client.search(text, mode=mode, fusion=fusion, limit=depth, window=depth, highlight=False)
+            res = await client.search(
+                text, mode=mode, fusion=fusion, limit=depth, window=depth, highlight=False, **(options or {})
+            )
             # ir-measures ranks by score; the fused order is the truth, so scores follow the list position.
             run[qid] = {h.id: float(depth - i) for i, h in enumerate(res.hits)}
             if on_query is not None:
@@ -121,7 +127,8 @@ async def evaluate(
                 ndcg_at_10=round(float(scores[nDCG @ 10]), 4),
                 recall_at_100=round(float(scores[R @ 100]), 4),
                 ms_per_query=round((time.perf_counter() - t0) / max(len(data.queries), 1) * 1000, 1),
-                parameters={"window": depth, "k": client.settings.rrf_k} if mode == "hybrid" else {"window": depth},
+                parameters=({"window": depth, "k": client.settings.rrf_k} if mode == "hybrid" else {"window": depth})
+                | dict(options or {}),
             )
         )
     return out

@@ -16,6 +16,7 @@ __all__ = [
     "IndexProgress",
     "IndexReport",
     "LegReport",
+    "RerankReport",
     "SearchHit",
     "SearchPage",
     "SearchResponse",
@@ -146,16 +147,36 @@ class LegReport(BaseModel):
     error: str | None = None
 
 
+class RerankReport(BaseModel):
+    """What the rerank stage did (``SearchResponse.rerank``; None when the stage was off)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    model: str
+    #: Fused hits the reranker was asked to score.
+    candidates: int
+    latency_ms: float = 0.0
+    #: Why it failed (``timeout``, ``connection_error``, ``circuit_open``, ``http_error``, ``bad_response``).
+    reason: str | None = None
+    error: str | None = None
+
+
 class SearchHit(BaseModel):
     """One fused hit with its provenance."""
 
     model_config = ConfigDict(frozen=True)
 
     id: str
-    #: Fused score (RRF: Σ w / (k + rank)); only comparable within one response.
+    #: What the list is ordered by: the rerank score when the rerank stage ran (``response.ordered_by ==
+    #: "rerank"``), else the fused score. Only comparable within one response.
     score: float
     #: In [0, 1]: the fused score relative to the best score possible; comparable across queries.
     normalized_score: float
+    #: The fusion's score (RRF: Σ w / (k + rank)), whatever ordered the list. None only in old payloads.
+    fused_score: float | None = None
+    #: The reranker's score for this hit; None when the hit was not reranked.
+    rerank_score: float | None = None
     #: 1-based rank in each leg that found it (a leg that did not find it is absent).
     ranks: dict[str, int] = Field(default_factory=dict)
     #: Each leg's raw score (BM25 score, kNN similarity score).
@@ -193,9 +214,12 @@ class SearchResponse(BaseModel):
     #: Documents found by both legs among the candidates.
     overlap: int
     fusion: dict[str, Any]
+    #: A leg failed (``legs_failed``) or the rerank stage did (``rerank.ok`` is False): the hits are what
+    #: the rest could give.
     degraded: bool = False
     legs_failed: list[str] = Field(default_factory=list)
-    #: Why the result is degraded (the failed leg's reason tag), None when not.
+    #: Why the result is degraded: the failed leg's reason tag (``timeout``, ``circuit_open``...), or
+    #: ``rerank_<reason>`` when only the rerank stage failed; None when not degraded.
     degraded_reason: str | None = None
     #: What query hygiene changed: ``truncated``, ``control_chars_removed``, ``quotes_repaired``...
     query_adjustments: list[str] = Field(default_factory=list)
@@ -208,6 +232,10 @@ class SearchResponse(BaseModel):
     round_trip: str = "parallel"
     #: False when highlights were requested but the follow-up for non-BM25 hits failed or ran out of time.
     highlights_complete: bool = True
+    #: Which score ordered ``hits``: ``fusion`` or ``rerank``.
+    ordered_by: Literal["fusion", "rerank"] = "fusion"
+    #: The rerank stage's report; None when it did not run.
+    rerank: RerankReport | None = None
     latency_ms: float = 0.0
     correlation_id: str | None = None
 

@@ -71,6 +71,13 @@ class SearchSettings(BaseSettings):
     #: Two concurrent requests (BM25 starts while the query is embedded) or one ``_msearch`` after the
     #: embedding. See docs/benchmarks.md for the measurement behind the default.
     round_trip: RoundTrip = "parallel"
+    #: Rerank every search by default (needs a reranker: ``RERANKER_PROVIDER``); ``search(rerank=...)`` wins.
+    rerank: bool = False
+    #: How many of the fused hits the reranker sees. 50: what the systems this replaces over-fetch, and about
+    #: 0.1-0.5 s of a hosted cross-encoder; ``offset + limit`` must fit inside it.
+    rerank_candidates: int = Field(default=50, ge=1, le=1000)
+    #: The rerank stage's budget inside a search (retries included); over it, the fused order is returned.
+    rerank_timeout_s: float = Field(default=3.0, gt=0)
     #: Deep paging (search_page): each leg's depth fused into the walk's head; then the BM25 tail.
     paging_depth: int = Field(default=1000, ge=1, le=10_000)
     #: How long a walk's point-in-time lives between two pages.
@@ -116,6 +123,16 @@ class SearchSettings(BaseSettings):
             max_concurrency=self.max_concurrency,
             deadline_s=max(self.operation_deadline_s, self.embeddings_timeout_s),
             attempt_timeout_s=self.embeddings_timeout_s,
+        )
+
+    def reranker_policy(self) -> ResiliencePolicy:
+        return ResiliencePolicy(
+            attempts=self.retry_attempts,
+            fail_max=self.breaker_fail_max,
+            reset_timeout_s=self.breaker_reset_s,
+            max_concurrency=self.max_concurrency,
+            deadline_s=self.rerank_timeout_s,
+            attempt_timeout_s=self.rerank_timeout_s,
         )
 
     def hosts(self) -> list[str]:

@@ -110,7 +110,7 @@ def format_results(
         )
     n_hits = len(response.hits)
     lines = [f'{n_hits} result{"s" if n_hits != 1 else ""} for "{query}", best first. Cite them as [#id].']
-    if response.degraded:
+    if response.legs_failed:
         lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in response.legs_failed)
         lines.append(f"Note: partial results — {lost} search was unavailable ({response.degraded_reason}).")
     text = "\n".join(lines)
@@ -252,7 +252,9 @@ class SearchTool:
         fixed_filters: Mapping[str, Any] | None = None,
         max_chars: int = 4000,
         snippet_chars: int = 280,
+        rerank: bool | None = None,
     ) -> None:
+        """``rerank`` is host policy (None: the client's ``settings.rerank``); the model never sees it."""
         unknown = set(allowed_filters) - set(_FILTERS)
         if unknown:
             raise ValueError(f"unknown filters {sorted(unknown)}; choose from {sorted(_FILTERS)}")
@@ -263,6 +265,7 @@ class SearchTool:
         )
         self.limit, self.mode, self.tenant_id, self.fixed_filters = limit, mode, tenant_id, fixed_filters
         self.max_chars, self.snippet_chars = max_chars, snippet_chars
+        self.rerank = rerank
         self.allowed_filters = tuple(allowed_filters)
         self.args_model = self._build_args_model()
 
@@ -345,7 +348,12 @@ class SearchTool:
         filters.update(self.fixed_filters or {})  # host policy wins over the model's arguments
         try:
             response = await self.client.search(
-                query, mode=self.mode, filters=filters or None, tenant_id=self.tenant_id, limit=self.limit
+                query,
+                mode=self.mode,
+                filters=filters or None,
+                tenant_id=self.tenant_id,
+                limit=self.limit,
+                rerank=self.rerank,
             )
         except SearchError as exc:
             return error_message(exc, retry_after_s=self.client.settings.breaker_reset_s)

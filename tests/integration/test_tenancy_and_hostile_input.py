@@ -100,7 +100,7 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
 
 
 def test_the_second_check_drops_results_of_another_tenant() -> None:
-    from storage._client import _same_tenant
+    from storage._pipeline.fuse import same_tenant as _same_tenant
 
     fused = [FusedHit("a", 1.0, 1.0), FusedHit("b", 0.5, 0.5)]
     sources = {"a": {"tenant_id": "t1"}, "b": {"tenant_id": "t2"}}

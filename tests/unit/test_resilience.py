@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 
 import pytest
 
@@ -192,8 +193,16 @@ async def test_cancellation_during_an_attempt_is_unchanged_and_not_counted() -> 
     assert s.breaker.fail_counter == 0
 
 
+class _LongestJitter(random.Random):
+    """Full jitter that always draws its upper bound (a 5 s backoff really is 5 s)."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
 async def test_cancellation_during_backoff_is_unchanged_and_not_counted() -> None:
-    s = Resilience("elasticsearch", ResiliencePolicy(backoff_initial_s=5, backoff_max_s=5, fail_max=3))
+    policy = ResiliencePolicy(backoff_initial_s=5, backoff_max_s=5, fail_max=3)
+    s = Resilience("elasticsearch", policy, rng=_LongestJitter())
     op = Script(down(), down())
     task = asyncio.create_task(s.call(op))
     await asyncio.sleep(0.05)  # the first attempt failed at once; now in backoff

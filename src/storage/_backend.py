@@ -1,0 +1,180 @@
+"""The dependencies of a client and the one place every call to them goes through.
+
+:class:`Backend` holds the Elasticsearch client, the embedder, the optional reranker, the settings and one
+resilience stack per dependency (:mod:`storage._resilience`). Index management, ingest, the search
+pipeline and paging all call out through it, so every request is wrapped, error-mapped and counted the
+same way, and an open breaker of one dependency never blocks another. It holds no per-request state.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, TypeVar
+
+from elasticsearch import AsyncElasticsearch
+
+from embeddings import Embedder, ProviderError, Reranker, Vector
+
+from ._errors import ClientClosed, ConfigurationError, SearchError
+from ._errors_map import map_es_error, map_provider_error
+from ._resilience import Resilience, ResiliencePolicy
+from ._settings import SearchSettings
+from ._tracing import AttrValue, span
+
+__all__ = ["Backend"]
+
+T = TypeVar("T")
+
+
+class Backend:
+    """Elasticsearch, the embedder and the reranker, each behind its own resilience stack."""
+
+    def __init__(
+        self,
+        es: AsyncElasticsearch,
+        embedder: Embedder,
+        settings: SearchSettings,
+        *,
+        reranker: Reranker | None = None,
+        es_policy: ResiliencePolicy | None = None,
+        embeddings_policy: ResiliencePolicy | None = None,
+        reranker_policy: ResiliencePolicy | None = None,
+    ) -> None:
+        self.es = es
+        self.embedder = embedder
+        self.reranker = reranker
+        self.settings = settings
+        self.closed = False
+        self.es_resilience = Resilience("elasticsearch", es_policy or settings.es_policy())
+        self.embed_resilience = Resilience("embeddings", embeddings_policy or settings.embeddings_policy())
+        self.rerank_resilience = Resilience("reranker", reranker_policy or settings.reranker_policy())
+
+    @property
+    def resilience(self) -> dict[str, Resilience]:
+        stacks = {"elasticsearch": self.es_resilience, "embeddings": self.embed_resilience}
+        if self.reranker is not None:
+            stacks["reranker"] = self.rerank_resilience
+        return stacks
+
+    def close(self) -> None:
+        """Mark closed and wake every call sleeping in a backoff (they end with ClientClosed)."""
+        self.closed = True
+        for stack in (self.es_resilience, self.embed_resilience, self.rerank_resilience):
+            stack.close()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ClientClosed("the SearchClient is closed")
+
+    @functools.cached_property
+    def leg_es(self) -> AsyncElasticsearch:
+        """The client with the leg budget as request timeout, made once: ``options()`` builds a whole client
+        (forty namespaced sub-clients) per call — 0.7 ms per hybrid search when done per leg."""
+        return self.es.options(request_timeout=self.settings.leg_timeout_s)
+
+    # -- Elasticsearch ---------------------------------------------------------------------------------
+
+    async def es_call(
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        deadline_s: float | None = None,
+        attempt_timeout_s: float | None = None,
+    ) -> T:
+        """Every Elasticsearch request goes through here: error mapping inside the resilience stack."""
+        self.check_open()
+
+        async def attempt() -> T:
+            try:
+                return await op()
+            except SearchError:
+                raise
+            except Exception as exc:
+                raise map_es_error(exc) from exc
+
+        return await self.es_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+
+    # -- the embedder ----------------------------------------------------------------------------------
+
+    async def embed_call(
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        kind: Literal["query", "documents"],
+        count: int,
+        deadline_s: float | None = None,
+        attempt_timeout_s: float | None = None,
+    ) -> T:
+        """Every embedding call goes through here: its own stack, so one breaker never blocks the other."""
+        attrs: dict[str, AttrValue] = {
+            "embeddings.kind": kind,
+            "embeddings.count": count,
+            "embeddings.model": self.embedder.model_id,
+        }
+        return await self._provider_call(
+            "embeddings", op, "hybrid_search.embed", attrs, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s
+        )
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        # A batch of documents may legitimately take longer than one query: half a second per text on top.
+        budget = self.settings.embeddings_timeout_s + 0.5 * len(texts)
+        return await self.embed_call(
+            lambda: self.embedder.embed_documents(texts),
+            kind="documents",
+            count=len(texts),
+            deadline_s=budget * 2,
+            attempt_timeout_s=budget,
+        )
+
+    async def embed_query(self, text: str, *, deadline_s: float | None = None) -> Vector:
+        return await self.embed_call(
+            lambda: self.embedder.embed_query(text), kind="query", count=1, deadline_s=deadline_s
+        )
+
+    async def probe_embedder(self) -> None:
+        """At start-up: a wrong model or dimension is a ConfigurationError, not a failure at the first use."""
+        try:
+            await self.embedder.probe()
+        except ProviderError as exc:
+            raise map_provider_error(exc, "embeddings") from exc
+
+    # -- the reranker ----------------------------------------------------------------------------------
+
+    async def rerank(self, query: str, documents: Sequence[str], *, budget_s: float) -> list[float]:
+        """One relevance score per document (input order), through the reranker's own stack."""
+        reranker = self.reranker
+        if reranker is None:
+            raise ConfigurationError("no reranker configured: pass reranker= or set RERANKER_PROVIDER")
+        attrs: dict[str, AttrValue] = {"rerank.count": len(documents), "rerank.model": reranker.model_id}
+        return await self._provider_call(
+            "reranker",
+            lambda: reranker.rerank(query, documents),
+            "hybrid_search.rerank",
+            attrs,
+            deadline_s=budget_s,
+            attempt_timeout_s=budget_s,
+        )
+
+    async def _provider_call(
+        self,
+        dependency: Literal["embeddings", "reranker"],
+        op: Callable[[], Awaitable[T]],
+        span_name: str,
+        attrs: dict[str, AttrValue],
+        *,
+        deadline_s: float | None,
+        attempt_timeout_s: float | None,
+    ) -> T:
+        """A model provider's call: its errors mapped onto ours, inside its own stack and span."""
+        self.check_open()
+
+        async def attempt() -> T:
+            try:
+                return await op()
+            except ProviderError as exc:
+                raise map_provider_error(exc, dependency) from exc
+
+        stack = self.embed_resilience if dependency == "embeddings" else self.rerank_resilience
+        with span(span_name, attrs):
+            return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)

@@ -1,0 +1,208 @@
+"""Index management: the alias and its versioned indices, counts, single documents, health."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+from ._backend import Backend
+from ._errors import AccessDenied, ConfigurationError, DimensionMismatch, IndexNotFound
+from ._errors_map import error_type
+from ._filters import FilterInput
+from ._logging import event
+from ._mapping import index_body, next_index_name, versioned_index_name
+from ._pipeline.plan import filter_clauses, require_tenant
+from ._pipeline.retrieve import error_reason
+
+__all__ = ["IndexManager"]
+
+
+class IndexManager:
+    """Creates, checks, versions and inspects the alias a client searches and writes."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._b = backend
+        #: The write index once :meth:`ensure_index` has checked it (ingest calls it first otherwise).
+        self.checked_index: str | None = None
+
+    @property
+    def alias(self) -> str:
+        return self._b.settings.index
+
+    async def ensure_index(self) -> str:
+        """Create the alias and its first versioned index if missing; check an existing one fits."""
+        b = self._b
+        b.check_open()
+        await b.probe_embedder()
+        alias = self.alias
+        existing = await self._get_index(alias)
+        if existing is None:
+            name = versioned_index_name(alias, 1)
+            body = self._index_body()
+            resp = await b.es_call(
+                lambda: b.es.options(ignore_status=400).indices.create(
+                    index=name, aliases={alias: {"is_write_index": True}}, **body
+                )
+            )
+            if resp.meta.status == 400 and error_type(resp.body) != "resource_already_exists_exception":
+                raise ConfigurationError(f"could not create index {name}: {error_reason(resp.body)}")
+            existing = await self._get_index(alias)
+            if existing is None:  # pragma: no cover - deleted between our calls
+                raise IndexNotFound(f"index {name} vanished right after creation")
+        write_index = self._check_existing(alias, existing)
+        self.checked_index = write_index
+        event(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
+        return write_index
+
+    async def create_index_version(self) -> str:
+        b = self._b
+        b.check_open()
+        await b.probe_embedder()
+        resp = await b.es_call(
+            lambda: b.es.options(ignore_status=404).indices.get(index=f"{self.alias}-*", expand_wildcards="all")
+        )
+        names = list(resp.body) if resp.meta.status == 200 else []
+        name = next_index_name(self.alias, names)
+        await b.es_call(lambda: b.es.indices.create(index=name, **self._index_body()))
+        return name
+
+    async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
+        b = self._b
+        b.check_open()
+        alias = self.alias
+        current = await self._get_index(alias)
+        actions: list[dict[str, Any]] = [{"add": {"index": name, "alias": alias, "is_write_index": True}}]
+        old = [n for n in (current or {}) if n != name]
+        actions += [{"remove": {"index": n, "alias": alias}} for n in old]
+        await b.es_call(lambda: b.es.indices.update_aliases(actions=actions))
+        if delete_old and old:
+            await b.es_call(lambda: b.es.indices.delete(index=",".join(old)))
+        self.checked_index = None
+
+    async def delete_index(self) -> None:
+        b = self._b
+        b.check_open()
+        current = await self._get_index(self.alias)
+        if current:
+            await b.es_call(lambda: b.es.indices.delete(index=",".join(current)))
+        self.checked_index = None
+
+    async def refresh(self, index: str | None = None) -> None:
+        await self._b.es_call(lambda: self._b.es.indices.refresh(index=index or self.alias))
+
+    async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
+        tenant = require_tenant(tenant_id, "count", multi_tenant=self._b.settings.multi_tenant)
+        clauses = filter_clauses(filters, tenant)
+        resp = await self._b.es_call(lambda: self._b.es.count(index=self.alias, query={"bool": {"filter": clauses}}))
+        return int(resp.body["count"])
+
+    async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
+        b = self._b
+        tenant = require_tenant(tenant_id, "get_document", multi_tenant=b.settings.multi_tenant)
+        resp = await b.es_call(
+            lambda: b.es.options(ignore_status=404).get(index=self.alias, id=doc_id, source_excludes=["embedding"])
+        )
+        if resp.meta.status == 404:
+            if error_type(resp.body) == "index_not_found_exception":
+                raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
+            return None
+        source = cast(dict[str, Any], resp.body.get("_source", {}))
+        if tenant is not None and source.get("tenant_id") != tenant:
+            return None  # another tenant's document does not exist for this caller
+        return source
+
+    async def health(self) -> dict[str, Any]:
+        b = self._b
+
+        async def optional(call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+            """Cluster-level facts need the `monitor` privilege, which an application key may lack."""
+            try:
+                return dict((await b.es_call(call)).body)
+            except AccessDenied:
+                return {}
+
+        # Not GET /: the root endpoint is a module (rest-root) that minimal distributions leave out.
+        nodes = (await optional(lambda: b.es.nodes.info(metric="process"))).get("nodes", {})
+        versions = sorted({str(n.get("version")) for n in nodes.values()}) or ["unknown (no monitor privilege)"]
+        cluster = await optional(lambda: b.es.cluster.health())
+        lic = (await optional(lambda: b.es.license.get())).get("license", {}).get("type", "unknown")
+        stats = await b.es_call(
+            lambda: b.es.options(ignore_status=404).indices.stats(index=self.alias, metric="docs,store")
+        )
+        indices = stats.body.get("indices", {}) if stats.meta.status == 200 else {}
+        out: dict[str, Any] = {
+            "cluster": {
+                "name": cluster.get("cluster_name"),
+                "status": cluster.get("status"),
+                "nodes": cluster.get("number_of_nodes"),
+            },
+            "version": ", ".join(versions),
+            "license": lic,
+            "index": {
+                "alias": self.alias,
+                "exists": bool(indices),
+                "indices": sorted(indices),
+                "documents": sum(i["primaries"]["docs"]["count"] for i in indices.values()),
+                "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
+            },
+            "breakers": {
+                dep: {
+                    "state": r.state,
+                    "calls": r.calls,
+                    "attempts": r.attempts,
+                    "retries": r.retries,
+                    "rejected_open": r.rejected_open,
+                }
+                for dep, r in b.resilience.items()
+            },
+            "embeddings": {"model": b.embedder.model_id, "dimensions": b.embedder.dimensions},
+        }
+        if b.reranker is not None:
+            out["reranker"] = {"model": b.reranker.model_id}
+        return out
+
+    def _index_body(self) -> dict[str, Any]:
+        s, emb = self._b.settings, self._b.embedder
+        return index_body(
+            dimensions=emb.dimensions,
+            normalized=emb.normalized,
+            model_id=emb.model_id,
+            analyzer=s.analyzer,
+            shards=s.number_of_shards,
+            replicas=s.number_of_replicas,
+        )
+
+    async def _get_index(self, name: str) -> dict[str, Any] | None:
+        b = self._b
+        resp = await b.es_call(lambda: b.es.options(ignore_status=404).indices.get(index=name))
+        if resp.meta.status == 404:
+            return None
+        return dict(resp.body)
+
+    def _check_existing(self, alias: str, indices: Mapping[str, Any]) -> str:
+        emb = self._b.embedder
+        write_index = None
+        for name, info in indices.items():
+            meta = info.get("mappings", {}).get("_meta", {}).get("embedding", {})
+            vector = info.get("mappings", {}).get("properties", {}).get("embedding", {})
+            dims = meta.get("dimensions", vector.get("dims"))
+            if dims is None:
+                raise DimensionMismatch(f"index {name} has no 'embedding' vector field; it was not created by us")
+            if int(dims) != emb.dimensions:
+                raise DimensionMismatch(
+                    f"index {name} holds {dims}-dim vectors but the embedder {emb.model_id!r} "
+                    f"produces {emb.dimensions}: use the model the index was built with, or build a "
+                    "new index version (create_index_version, index_documents(index=...), promote_index)"
+                )
+            model = meta.get("model_id")
+            if model is not None and model != emb.model_id:
+                raise DimensionMismatch(
+                    f"index {name} was built with {model!r}, the embedder is {emb.model_id!r}: "
+                    "vectors of different models must never share an index"
+                )
+            alias_info = info.get("aliases", {}).get(alias, {})
+            if name == alias or alias_info.get("is_write_index") or len(indices) == 1:
+                write_index = name
+        if write_index is None:
+            raise ConfigurationError(f"alias {alias!r} points at several indices and none is the write index")
+        return write_index

@@ -1,0 +1,268 @@
+"""Ingest: validate, embed in batches while earlier batches are bulk-indexed, report every id."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from elasticsearch.helpers import async_streaming_bulk
+from pydantic import ValidationError
+
+from embeddings import InvalidEmbedding, Vector
+
+from ._backend import Backend
+from ._errors import InvalidDocument, InvalidQuery, SearchError
+from ._indices import IndexManager
+from ._logging import event
+from ._models import Document, FailedDocument, IndexProgress, IndexReport
+from ._pipeline.plan import require_tenant, valid_target
+
+__all__ = ["Ingester", "ProgressCallback"]
+
+ProgressCallback = Callable[[IndexProgress], None]
+_INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
+
+
+class Ingester:
+    def __init__(self, backend: Backend, indices: IndexManager) -> None:
+        self._b = backend
+        self._indices = indices
+
+    async def index_documents(
+        self,
+        documents: Iterable[Document | Mapping[str, Any]],
+        *,
+        refresh: bool = False,
+        progress: ProgressCallback | None = None,
+        index: str | None = None,
+        tenant_id: str | None = None,
+    ) -> IndexReport:
+        b = self._b
+        b.check_open()
+        started = time.perf_counter()
+        docs, duplicates = _coerce_documents(documents)
+        docs = self._assign_tenant(docs, tenant_id)
+        if self._indices.checked_index is None and index is None:
+            await self._indices.ensure_index()
+        if index is not None and "," in index:
+            raise InvalidQuery("index_documents writes to one index or alias")
+        target = valid_target(index) if index else b.settings.index
+        total = len(docs)
+        indexed: list[str] = []
+        failed: list[FailedDocument] = []
+        embedded = 0
+
+        def report_progress() -> None:
+            if progress is not None:
+                progress(IndexProgress(total=total, embedded=embedded, indexed=len(indexed), failed=len(failed)))
+
+        queue: asyncio.Queue[list[tuple[Document, Vector]] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
+
+        async def produce() -> None:
+            nonlocal embedded
+            try:
+                size = b.settings.embed_batch_size
+                for start in range(0, total, size):
+                    batch = docs[start : start + size]
+                    ok, bad = await self._embed_batch_isolating(batch)
+                    failed.extend(bad)
+                    embedded += len(batch)
+                    report_progress()
+                    if ok:
+                        await queue.put(ok)
+            finally:
+                await queue.put(None)
+
+        async def consume() -> None:
+            while (item := await queue.get()) is not None:
+                actions = [
+                    {
+                        "_op_type": "index",
+                        "_index": target,
+                        "_id": doc.id,
+                        "_source": {**doc.to_source(), "embedding": vector},
+                    }
+                    for doc, vector in item
+                ]
+                try:
+                    results = await b.es_call(
+                        functools.partial(self._bulk, actions),
+                        deadline_s=b.settings.bulk_timeout_s * 2,
+                        attempt_timeout_s=b.settings.bulk_timeout_s,
+                    )
+                except SearchError as exc:
+                    # The whole batch failed after retries (or fast, breaker open): report it, go on.
+                    for doc, _ in item:
+                        failed.append(
+                            FailedDocument(
+                                id=doc.id,
+                                reason=exc.reason if exc.reason != "error" else "transport_error",
+                                detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: "
+                                "ids are explicit)",
+                            )
+                        )
+                    report_progress()
+                    continue
+                for ok, info in results:
+                    doc_id = str(info.get("_id"))
+                    if ok:
+                        indexed.append(doc_id)
+                    else:
+                        failed.append(_bulk_failure(doc_id, info))
+                report_progress()
+
+        producer = asyncio.create_task(produce(), name="storage-embed-producer")
+        try:
+            await consume()
+        finally:
+            if not producer.done():
+                producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        if not producer.cancelled() and (producer_exc := producer.exception()) is not None:
+            raise producer_exc
+        accounted = set(indexed) | {f.id for f in failed}
+        for doc in docs:  # defensive: every id is accounted for, whatever happened above
+            if doc.id not in accounted:
+                failed.append(FailedDocument(id=doc.id, reason="not_sent", detail="bulk indexing stopped"))
+        if refresh and indexed:
+            await b.es_call(lambda: b.es.indices.refresh(index=target))
+        report_progress()
+        report = IndexReport(
+            index=target,
+            indexed=indexed,
+            failed=failed,
+            duplicates=duplicates,
+            seconds=time.perf_counter() - started,
+        )
+        event(
+            20 if report.ok else 30,
+            "documents indexed",
+            "index.documents",
+            {
+                "index.name": target,
+                "index.submitted": total,
+                "index.indexed": len(indexed),
+                "index.failed": len(failed),
+                "event.duration": int(report.seconds * 1e9),
+            },
+        )
+        return report
+
+    def _assign_tenant(self, docs: list[Document], tenant_id: str | None) -> list[Document]:
+        """``tenant_id=`` stamps every document; a document of another tenant is refused. A multi-tenant
+        client refuses any document without a tenant."""
+        multi = self._b.settings.multi_tenant
+        if tenant_id is not None:
+            require_tenant(tenant_id, "index_documents", multi_tenant=multi)
+        out = []
+        for position, doc in enumerate(docs):
+            if tenant_id is not None:
+                if doc.tenant_id not in (None, tenant_id):
+                    raise InvalidDocument(
+                        f"document {doc.id!r} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}", position=position
+                    )
+                doc = doc.model_copy(update={"tenant_id": tenant_id}) if doc.tenant_id is None else doc
+            elif multi and not doc.tenant_id:
+                raise InvalidDocument(
+                    f"this client is multi-tenant: document {doc.id!r} has no tenant_id (pass tenant_id=)",
+                    position=position,
+                )
+            out.append(doc)
+        return out
+
+    async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
+        """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
+        request-level error raises (and the resilience stack retries the batch: ids make it idempotent)."""
+        s = self._b.settings
+        es = self._b.es.options(request_timeout=s.bulk_timeout_s)
+        out: list[tuple[bool, dict[str, Any]]] = []
+        async for ok, item in async_streaming_bulk(
+            es,
+            actions,
+            chunk_size=s.bulk_chunk_size,
+            max_chunk_bytes=s.bulk_max_bytes,
+            max_retries=3,
+            initial_backoff=0.5,
+            max_backoff=8,
+            raise_on_error=False,
+            raise_on_exception=True,
+            yield_ok=True,
+        ):
+            out.append((ok, next(iter(item.values()))))
+        return out
+
+    async def _embed_batch_isolating(
+        self, batch: list[Document]
+    ) -> tuple[list[tuple[Document, Vector]], list[FailedDocument]]:
+        """Embed a batch; if the answer is invalid, embed one by one so only the bad documents fail."""
+        try:
+            vectors = await self._b.embed_documents([d.embedding_text() for d in batch])
+            return list(zip(batch, vectors, strict=True)), []
+        except SearchError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, InvalidEmbedding) or len(batch) == 1:
+                return [], [_embedding_failure(d, exc) for d in batch]
+        ok: list[tuple[Document, Vector]] = []
+        bad: list[FailedDocument] = []
+        for doc in batch:
+            try:
+                ok.append((doc, (await self._b.embed_documents([doc.embedding_text()]))[0]))
+            except SearchError as exc:
+                bad.append(_embedding_failure(doc, exc))
+        return ok, bad
+
+
+def _coerce_documents(documents: Iterable[Document | Mapping[str, Any]]) -> tuple[list[Document], list[str]]:
+    if isinstance(documents, Document | Mapping | str | bytes):
+        raise InvalidDocument("index_documents takes an iterable of documents, not a single one")
+    unique: dict[str, Document] = {}
+    duplicates: list[str] = []
+    for position, item in enumerate(documents):
+        if isinstance(item, Document):
+            doc = item
+        elif isinstance(item, Mapping):
+            try:
+                doc = Document.model_validate(item)
+            except ValidationError as exc:
+                raise InvalidDocument(f"document #{position} is invalid: {exc}", position=position) from None
+        else:
+            raise InvalidDocument(
+                f"document #{position} is a {type(item).__name__}, not a Document or mapping",
+                position=position,
+            )
+        if doc.id in unique:
+            duplicates.append(doc.id)
+            del unique[doc.id]  # the last occurrence wins, in its own position
+        unique[doc.id] = doc
+    return list(unique.values()), duplicates
+
+
+def _embedding_failure(doc: Document, exc: SearchError) -> FailedDocument:
+    cause = exc.__cause__ or exc
+    return FailedDocument(id=doc.id, reason="embedding_failed", detail=f"{type(cause).__name__}: {cause}")
+
+
+def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:
+    status = info.get("status")
+    error = info.get("error")
+    if isinstance(error, Mapping):
+        kind = str(error.get("type", "error"))
+        detail = f"{kind}: {error.get('reason', '')}"
+    else:
+        kind, detail = "transport_error", str(error)
+    if status == 429:
+        reason = "rejected"
+    elif kind in (
+        "mapper_parsing_exception",
+        "document_parsing_exception",
+        "strict_dynamic_mapping_exception",
+    ):
+        reason = "mapping_error"
+    elif "exception" in info:
+        reason = "transport_error"
+    else:
+        reason = kind
+    return FailedDocument(id=doc_id, reason=reason, detail=detail, status=status if isinstance(status, int) else None)

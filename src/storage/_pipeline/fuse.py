@@ -1,0 +1,89 @@
+"""Stage 3, **fuse**: the legs' outcomes in, one ranked list out. Pure: no I/O.
+
+Decides first whether there is anything to fuse: every leg failed (or one did with ``strict=True``) is a
+:class:`SearchFailed` (or the set-up error they share). Then the surviving legs are fused
+(:func:`storage._fusion.fuse`), and the second tenant check drops any hit of another tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import ClientClosed, ConfigurationError, IndexNotFound, SearchError, SearchFailed
+from .._fusion import FusedHit, LegHit, fuse
+from .._logging import event
+from .plan import Plan
+from .state import LegOutcome
+
+__all__ = ["Fused", "fuse_legs", "raise_if_failed", "same_tenant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """The fused candidates with what the later stages need about them."""
+
+    hits: list[FusedHit]
+    #: id -> the stored document (``_source``) as a leg returned it.
+    sources: dict[str, dict[str, Any]]
+    #: id -> the BM25 leg's highlight fragments.
+    highlights: dict[str, dict[str, list[str]]]
+    #: Documents both legs found.
+    overlap: int
+    #: leg -> its error, for the legs that failed (the result is then degraded).
+    failed: dict[str, SearchError]
+
+
+def raise_if_failed(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> None:
+    """Nothing to fuse: every leg failed, or one did and the search is strict."""
+    failed = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
+    if not failed or not (plan.strict or len(failed) == len(outcomes)):
+        return
+    errors = list(failed.values())
+    if all(isinstance(e, IndexNotFound) for e in errors):
+        raise errors[0]
+    if all(isinstance(e, ConfigurationError) for e in errors):
+        raise errors[0]  # credentials, privileges, TLS: a set-up problem, not a search outcome
+    if closed := [e for e in errors if isinstance(e, ClientClosed)]:
+        raise closed[0]  # closing is the caller's act, not a dependency failure
+    raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
+
+
+def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
+    """Fuse the legs that succeeded (call :func:`raise_if_failed` first)."""
+    failed = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
+    ok = {leg: o for leg, o in outcomes.items() if o.error is None}
+    hits = fuse(
+        {leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits] for leg, o in ok.items()},
+        method=plan.method,
+        k=plan.k,
+        weights={leg: plan.weights[leg] for leg in ok},
+    )
+    sources: dict[str, dict[str, Any]] = {}
+    highlights: dict[str, dict[str, list[str]]] = {}
+    for o in ok.values():
+        for h in o.hits:
+            sources.setdefault(str(h["_id"]), h.get("_source") or {})
+            if "highlight" in h:
+                highlights[str(h["_id"])] = h["highlight"]
+    if plan.tenant_id is not None:
+        hits = same_tenant(hits, sources, plan.tenant_id)
+    overlap = 0
+    if len(ok) == 2:
+        overlap = len({str(h["_id"]) for h in ok["bm25"].hits} & {str(h["_id"]) for h in ok["knn"].hits})
+    return Fused(hits=hits, sources=sources, highlights=highlights, overlap=overlap, failed=failed)
+
+
+def same_tenant(fused: list[FusedHit], sources: Mapping[str, Mapping[str, Any]], tenant: str) -> list[FusedHit]:
+    """The second check: results of another tenant are dropped (and logged as an error), whatever the query
+    did. The filter inside both legs should make this a no-op."""
+    kept = [f for f in fused if sources.get(f.id, {}).get("tenant_id") == tenant]
+    if len(kept) != len(fused):
+        event(
+            40,
+            "results of another tenant dropped",
+            "search.tenant_violation",
+            {"search.dropped": len(fused) - len(kept)},
+        )
+    return kept

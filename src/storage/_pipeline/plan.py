@@ -1,0 +1,226 @@
+"""Stage 1, **plan**: a :class:`SearchRequest` in, a validated :class:`Plan` out. Pure: no I/O.
+
+Everything a caller can get wrong is found here, before any request is sent, and is an
+:class:`InvalidQuery` naming the argument (or a :class:`ConfigurationError` for rerank without a reranker).
+Defaults come from :class:`SearchSettings`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from .._errors import ConfigurationError, InvalidQuery
+from .._filters import FilterInput, Term, parse_filters, to_es_filters
+from .._fusion import FusionMethod
+from .._models import Leg, SearchMode
+from .._queries import BM25_FIELDS
+from .._settings import RoundTrip, SearchSettings
+from .._syntax import parse_query
+from .._text import clean_query
+
+__all__ = ["Plan", "QuerySyntax", "SearchRequest", "filter_clauses", "plan_search", "require_tenant", "valid_target"]
+
+#: ``plain``: the text as words and "phrases" (default); ``boolean``: the query syntax of storage._syntax.
+QuerySyntax = Literal["plain", "boolean"]
+_MODES: tuple[str, ...] = get_args(SearchMode)
+_FUSIONS: tuple[str, ...] = get_args(FusionMethod)
+_ROUND_TRIPS: tuple[str, ...] = get_args(RoundTrip)
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchRequest:
+    """Everything one search asks for (the keyword arguments of :meth:`SearchClient.search`).
+
+    ``None`` means "the client's setting". Frozen: a request can be kept, logged or re-run as it is.
+    """
+
+    query: str
+    mode: SearchMode = "hybrid"
+    filters: FilterInput = None
+    limit: int = 10
+    offset: int = 0
+    tenant_id: str | None = None
+    fusion: FusionMethod | None = None
+    rrf_k: int | None = None
+    weights: Mapping[str, float] | None = None
+    window: int | None = None
+    num_candidates: int | None = None
+    similarity: float | None = None
+    strict: bool = False
+    highlight: bool = True
+    index: str | None = None
+    recover: bool = False
+    scopes: Sequence[FilterInput] | None = None
+    round_trip: RoundTrip | None = None
+    syntax: QuerySyntax = "plain"
+    rerank: bool | None = None
+    rerank_candidates: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated search: everything the later stages and the log event need."""
+
+    text: str
+    mode: SearchMode
+    legs: tuple[Leg, ...]
+    clauses: list[dict[str, Any]]
+    target: str
+    method: FusionMethod
+    k: int
+    weights: dict[str, float]
+    window: int
+    candidates: int
+    similarity: float | None
+    highlight: bool
+    limit: int
+    offset: int
+    strict: bool
+    round_trip: RoundTrip
+    adjustments: list[str]
+    original_length: int
+    #: What the kNN leg embeds (the text, or a parsed query's positive words and phrases).
+    embed_text: str = ""
+    #: The parsed query's BM25 clause (syntax="boolean"), None for plain text.
+    bm25_clause: dict[str, Any] | None = None
+    #: The filtered field names (never their values), for telemetry's "top filters".
+    filter_fields: tuple[str, ...] = ()
+    #: The tenant every result must belong to (checked again on the results).
+    tenant_id: str | None = None
+    #: Clauses from the query syntax (kept when a scope tier replaces the caller's filters).
+    syntax_clauses: list[dict[str, Any]] = field(default_factory=list)
+    recover: bool = False
+    #: Rerank the first ``rerank_candidates`` fused hits (0 when the stage is off).
+    rerank_candidates: int = 0
+
+    @property
+    def rerank(self) -> bool:
+        return self.rerank_candidates > 0
+
+
+def require_tenant(tenant_id: str | None, what: str, *, multi_tenant: bool) -> str | None:
+    if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id.strip()):
+        raise InvalidQuery("tenant_id must be a non-empty string")
+    if tenant_id is None and multi_tenant:
+        raise InvalidQuery(f"this client is multi-tenant: {what}() needs tenant_id=")
+    return tenant_id
+
+
+def filter_clauses(filters: FilterInput, tenant_id: str | None) -> list[dict[str, Any]]:
+    """The caller's filters (and the tenant) as Elasticsearch clauses, identical for both legs."""
+    parsed = parse_filters(filters)
+    if tenant_id is not None:
+        parsed.append(Term("tenant_id", tenant_id))
+    return to_es_filters(parsed)
+
+
+def valid_target(index: str) -> str:
+    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters."""
+    names = index.split(",")
+    bad = [n for n in names if not _INDEX_NAME.match(n)]
+    if bad:
+        raise InvalidQuery(f"invalid index name(s) {bad}: lowercase letters, digits, '.', '_', '-'; no wildcards")
+    return index
+
+
+def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranker: bool) -> Plan:
+    """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one."""
+    s, r = settings, request
+    if r.mode not in _MODES:
+        raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
+    method: FusionMethod = r.fusion or s.fusion
+    if method not in _FUSIONS:
+        raise InvalidQuery(f"fusion must be one of {_FUSIONS}, got {method!r}")
+    trip: RoundTrip = r.round_trip or s.round_trip
+    if trip not in _ROUND_TRIPS:
+        raise InvalidQuery(f"round_trip must be one of {_ROUND_TRIPS}, got {trip!r}")
+    win = r.window if r.window is not None else s.window
+    k = r.rrf_k if r.rrf_k is not None else s.rrf_k
+    candidates = r.num_candidates if r.num_candidates is not None else s.num_candidates
+    if not 1 <= win <= 10_000:
+        raise InvalidQuery("window must be between 1 and 10000")
+    if k < 1:
+        raise InvalidQuery("rrf_k must be >= 1")
+    if r.limit < 1 or r.offset < 0:
+        raise InvalidQuery("limit must be >= 1 and offset >= 0")
+    if r.offset + r.limit > win:
+        raise InvalidQuery(
+            f"offset + limit = {r.offset + r.limit} is beyond the fusion window ({win}); pass a larger window= "
+            "or walk the results with search_page()"
+        )
+    if not win <= candidates <= 10_000:
+        candidates = min(max(candidates, win), 10_000)
+    rerank_candidates = _rerank_candidates(r, s, has_reranker)
+    leg_weights = {"bm25": s.bm25_weight, "knn": s.knn_weight}
+    if r.weights:
+        unknown = set(r.weights) - set(leg_weights)
+        if unknown:
+            raise InvalidQuery(f"weights for unknown legs: {sorted(unknown)}; legs are bm25 and knn")
+        leg_weights.update(r.weights)
+    if any(not (w >= 0) or w == float("inf") for w in leg_weights.values()):
+        raise InvalidQuery("weights must be finite numbers >= 0")
+    tenant_id = require_tenant(r.tenant_id, "search", multi_tenant=s.multi_tenant)
+    cleaned = clean_query(r.query)
+    legs: tuple[Leg, ...] = ("bm25", "knn") if r.mode == "hybrid" else (r.mode,)
+    clauses = filter_clauses(r.filters, tenant_id)
+    embed_text, bm25_clause, syntax_clauses = cleaned.text, None, []
+    if r.syntax == "boolean":
+        parsed = parse_query(cleaned.text, fields=BM25_FIELDS)
+        embed_text, bm25_clause = parsed.embed_text, parsed.clause
+        syntax_clauses = to_es_filters(parsed.filters)
+    elif r.syntax != "plain":
+        raise InvalidQuery(f"syntax must be 'plain' or 'boolean', got {r.syntax!r}")
+    return Plan(
+        text=cleaned.text,
+        mode=r.mode,
+        legs=legs,
+        clauses=clauses + syntax_clauses,
+        target=valid_target(r.index) if r.index else s.index,
+        method=method,
+        k=k,
+        weights={leg: leg_weights[leg] for leg in legs},
+        window=win,
+        candidates=candidates,
+        similarity=r.similarity,
+        highlight=r.highlight,
+        limit=r.limit,
+        offset=r.offset,
+        strict=r.strict,
+        round_trip=trip,
+        adjustments=list(cleaned.adjustments),
+        original_length=cleaned.original_length,
+        embed_text=embed_text,
+        bm25_clause=bm25_clause,
+        filter_fields=tuple(
+            sorted({f.field for f in parse_filters(r.filters)} | ({"tenant_id"} if tenant_id else set()))
+        ),
+        tenant_id=tenant_id,
+        syntax_clauses=syntax_clauses,
+        recover=r.recover,
+        rerank_candidates=rerank_candidates,
+    )
+
+
+def _rerank_candidates(r: SearchRequest, s: SearchSettings, has_reranker: bool) -> int:
+    wanted = r.rerank if r.rerank is not None else s.rerank
+    if not wanted:
+        return 0
+    if not has_reranker:
+        raise ConfigurationError(
+            "rerank=True but no reranker is configured: pass reranker= to the SearchClient, or set "
+            "RERANKER_PROVIDER=http (RERANKER_URL, RERANKER_API, RERANKER_MODEL) or cross-encoder "
+            "(RERANKER_MODEL_DIR)"
+        )
+    n = r.rerank_candidates if r.rerank_candidates is not None else s.rerank_candidates
+    if not 1 <= n <= 1000:
+        raise InvalidQuery("rerank_candidates must be between 1 and 1000")
+    if r.offset + r.limit > n:
+        raise InvalidQuery(
+            f"offset + limit = {r.offset + r.limit} is beyond the reranked candidates ({n}); "
+            "pass a larger rerank_candidates="
+        )
+    return n

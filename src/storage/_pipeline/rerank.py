@@ -1,0 +1,111 @@
+"""Stage 4, **rerank** (optional): the fused list in, the list to page through out.
+
+The first ``rerank_candidates`` fused hits (title + text) go to the reranker in one call; they come back
+ordered by its score (ties keep the fused order), followed by the rest of the fused list. Every hit keeps
+its fused score and leg provenance. The reranker has its own resilience stack and budget
+(``rerank_timeout_s``): down, slow or answering garbage, the fused order is returned, the response is
+``degraded`` with a ``rerank_<reason>``, and one WARN event says so — unless ``strict=True``, which raises
+the typed error. A reranker never makes a search fail or run past its budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._backend import Backend
+from .._errors import SearchError
+from .._errors_map import timeout_error
+from .._fusion import FusedHit
+from .._logging import event, query_hash
+from .._models import RerankReport
+from .plan import Plan
+
+__all__ = ["Ranked", "RerankStage", "order_by_scores", "rerank_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """The list to page through: each fused hit with its rerank score (None when not reranked)."""
+
+    hits: list[tuple[FusedHit, float | None]]
+    report: RerankReport | None = None
+    error: SearchError | None = None
+
+    @property
+    def reranked(self) -> bool:
+        return self.report is not None and self.report.ok
+
+
+def rerank_text(source: Mapping[str, Any]) -> str:
+    """What the reranker reads: the title and the text (like the embedder)."""
+    title, text = str(source.get("title") or ""), str(source.get("text") or "")
+    return f"{title}\n{text}" if title and text else title or text
+
+
+def order_by_scores(candidates: Sequence[FusedHit], scores: Sequence[float]) -> list[tuple[FusedHit, float | None]]:
+    """Candidates by descending rerank score; equal scores keep their fused order. Pure."""
+    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+    return [(candidates[i], scores[i]) for i in order]
+
+
+def unranked(hits: Sequence[FusedHit]) -> Ranked:
+    return Ranked(hits=[(h, None) for h in hits])
+
+
+class RerankStage:
+    def __init__(self, backend: Backend) -> None:
+        self._b = backend
+
+    async def run(self, plan: Plan, fused: Sequence[FusedHit], sources: Mapping[str, Mapping[str, Any]]) -> Ranked:
+        if not plan.rerank or not fused:
+            return unranked(fused)
+        reranker = self._b.reranker
+        assert reranker is not None  # the plan stage refuses rerank without one
+        candidates = list(fused[: plan.rerank_candidates])
+        budget = self._b.settings.rerank_timeout_s
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(budget):
+                scores = await self._b.rerank(
+                    plan.text, [rerank_text(sources.get(h.id, {})) for h in candidates], budget_s=budget
+                )
+        except (TimeoutError, SearchError) as exc:
+            error = timeout_error("rerank", "reranker", budget) if isinstance(exc, TimeoutError) else exc
+            report = RerankReport(
+                ok=False,
+                model=reranker.model_id,
+                candidates=len(candidates),
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                reason=error.reason,
+                error=f"{type(error).__name__}: {error}",
+            )
+            if plan.strict:
+                if isinstance(exc, TimeoutError):
+                    raise error from None
+                raise
+            event(
+                logging.WARNING,
+                "rerank failed; the fused order is returned",
+                "search.rerank_failed",
+                {
+                    "search.query_hash": query_hash(plan.text),
+                    "rerank.model": reranker.model_id,
+                    "rerank.candidates": len(candidates),
+                    "error.type": type(error).__name__,
+                    "error.reason": error.reason,
+                },
+            )
+            return Ranked(hits=[(h, None) for h in fused], report=report, error=error)
+        report = RerankReport(
+            ok=True,
+            model=reranker.model_id,
+            candidates=len(candidates),
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        rest: list[tuple[FusedHit, float | None]] = [(h, None) for h in fused[len(candidates) :]]
+        return Ranked(hits=order_by_scores(candidates, scores) + rest, report=report)

@@ -1,0 +1,143 @@
+"""Stage 6, **respond**: the per-request state in, the :class:`SearchResponse` out — plus the one log event
+(``event.action=search``) and the search span's closing attributes. Pure, apart from logging.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import SearchError
+from .._logging import event, get_correlation_id, query_hash
+from .._models import LegReport, SearchHit, SearchResponse
+from .._tracing import SpanLike
+from .fuse import Fused
+from .plan import Plan
+from .rerank import Ranked
+from .state import LegOutcome, SearchState
+
+__all__ = ["build_response", "leg_report", "log_search", "mark_span"]
+
+
+def leg_report(o: LegOutcome) -> LegReport:
+    return LegReport(
+        leg=o.leg,
+        ok=o.error is None,
+        hits=len(o.hits),
+        latency_ms=round(o.latency_ms, 3),
+        took_ms=o.took_ms,
+        embed_ms=round(o.embed_ms, 3) if o.embed_ms is not None else None,
+        reason=o.error.reason if o.error else None,
+        error=f"{type(o.error).__name__}: {o.error}" if o.error else None,
+    )
+
+
+def build_response(
+    plan: Plan,
+    state: SearchState,
+    fused: Fused,
+    ranked: Ranked,
+    hits: list[SearchHit],
+    *,
+    highlights_complete: bool,
+) -> SearchResponse:
+    first_error = next(iter(fused.failed.values()), None)
+    report = ranked.report
+    rerank_failed = report is not None and not report.ok
+    reason = first_error.reason if first_error else None
+    if reason is None and report is not None and not report.ok:
+        reason = f"rerank_{report.reason}"
+    return SearchResponse(
+        query=plan.text,
+        mode=plan.mode,
+        hits=hits,
+        total_fused=len(fused.hits),
+        offset=plan.offset,
+        limit=plan.limit,
+        legs={leg: leg_report(o) for leg, o in state.outcomes.items()},
+        overlap=fused.overlap,
+        fusion={
+            "method": plan.method,
+            "k": plan.k,
+            "weights": dict(plan.weights),
+            "window": plan.window,
+            "num_candidates": plan.candidates,
+        },
+        degraded=bool(fused.failed) or rerank_failed,
+        legs_failed=sorted(fused.failed),
+        degraded_reason=reason,
+        query_adjustments=plan.adjustments,
+        recovery=list(state.recovery),
+        round_trip=plan.round_trip,
+        highlights_complete=highlights_complete,
+        ordered_by="rerank" if ranked.reranked else "fusion",
+        rerank=ranked.report,
+        latency_ms=state.elapsed_s() * 1000,
+        correlation_id=get_correlation_id(),
+    )
+
+
+def log_search(
+    state: SearchState,
+    outcomes: Mapping[str, LegOutcome],
+    response: SearchResponse | None,
+    *,
+    error: SearchError | None = None,
+) -> None:
+    """The one event per search: ECS dotted fields, a query hash (never the text)."""
+    plan = state.plan
+    fields: dict[str, Any] = {
+        "search.filters": list(plan.filter_fields),
+        "search.mode": plan.mode,
+        "search.query_hash": query_hash(plan.text),
+        "search.query_length": len(plan.text),
+        "event.duration": int((time.perf_counter() - state.started) * 1e9),
+        "event.outcome": "failure" if error else "success",
+    }
+    for leg, o in outcomes.items():
+        fields[f"search.legs.{leg}.latency_ms"] = round(o.latency_ms, 2)
+        fields[f"search.legs.{leg}.hits"] = len(o.hits)
+        if o.error is not None:
+            fields[f"search.legs.{leg}.reason"] = o.error.reason
+    if response is not None:
+        fields["search.overlap"] = response.overlap
+        fields["search.fusion.method"] = response.fusion["method"]
+        fields["search.fusion.k"] = response.fusion["k"]
+        fields["search.hits"] = len(response.hits)
+        fields["search.degraded"] = response.degraded
+        if response.degraded:
+            fields["search.legs_failed"] = response.legs_failed
+            fields["search.degraded_reason"] = response.degraded_reason
+        if "truncated" in response.query_adjustments:
+            fields["search.query_truncated_from"] = plan.original_length
+        if response.query_adjustments:
+            fields["search.query_adjustments"] = response.query_adjustments
+        if response.recovery:
+            fields["search.recovery"] = response.recovery
+            fields["search.scope_tier"] = response.scope_tier
+        fields["search.round_trip"] = response.round_trip
+        if not response.highlights_complete:
+            fields["search.highlights_complete"] = False
+        if response.rerank is not None:
+            fields["search.rerank.ok"] = response.rerank.ok
+            fields["search.rerank.latency_ms"] = response.rerank.latency_ms
+            fields["search.rerank.candidates"] = response.rerank.candidates
+            if response.rerank.reason:
+                fields["search.rerank.reason"] = response.rerank.reason
+    if error is not None:
+        fields["error.type"] = type(error).__name__
+        fields["error.message"] = str(error)
+    level = 40 if error else (30 if response is not None and response.degraded else 20)
+    event(level, "search", "search", fields)
+
+
+def mark_span(search_span: SpanLike, response: SearchResponse) -> None:
+    search_span.set_attribute("search.hits", len(response.hits))
+    search_span.set_attribute("search.degraded", response.degraded)
+    search_span.set_attribute("search.ordered_by", response.ordered_by)
+    if response.recovery:
+        search_span.set_attribute("search.recovery", response.recovery)
+    if response.degraded:
+        search_span.set_attribute("search.legs_failed", response.legs_failed)
+        search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")

@@ -1,0 +1,182 @@
+"""Stage 2, **retrieve**: a :class:`Plan` in, each leg's :class:`LegOutcome` out.
+
+The legs run concurrently (``parallel``: the BM25 request is on the wire while the query is embedded) or
+in one ``_msearch`` after the embedding. Each leg has its own budget (``leg_timeout_s``); a failed or late
+leg becomes data (``outcome.error``), so the other leg's hits survive it. Zero-result recovery (opt-in)
+retries an empty BM25 leg with fuzzy matching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from .._backend import Backend
+from .._errors import DependencyError, IndexNotFound, SearchError
+from .._errors_map import error_type, timeout_error
+from .._queries import bm25_fuzzy_request, bm25_request, knn_request, msearch_body
+from .._tracing import mark_error, span
+from .plan import Plan
+from .state import LegOutcome
+
+__all__ = ["Retriever", "error_reason"]
+
+
+class Retriever:
+    """Runs the legs of a plan against Elasticsearch (and the embedder) through the backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._b = backend
+
+    async def retrieve(self, plan: Plan) -> tuple[dict[str, LegOutcome], list[str]]:
+        """Each leg's outcome, and the recovery that served (``["fuzzy"]`` or ``[]``)."""
+        if plan.round_trip == "msearch":
+            outcomes = await self._legs_msearch(plan)
+        else:
+            outcomes = await self._legs_parallel(plan)
+        bm25 = outcomes.get("bm25")
+        if plan.recover and bm25 is not None and bm25.error is None and not bm25.hits:
+            fuzzy = LegOutcome("bm25")
+            body = bm25_fuzzy_request(plan.embed_text, filters=plan.clauses, size=plan.window, highlight=plan.highlight)
+            await self.run_leg(fuzzy, self._search_leg(fuzzy, plan.target, body))
+            if fuzzy.error is None and fuzzy.hits:
+                fuzzy.latency_ms += bm25.latency_ms
+                outcomes["bm25"] = fuzzy
+                return outcomes, ["fuzzy"]
+        return outcomes, []
+
+    async def run_leg(self, outcome: LegOutcome, work: Awaitable[None]) -> LegOutcome:
+        """Run one leg within its budget; its failure becomes data (``outcome.error``), never an exception."""
+        started = time.perf_counter()
+        budget = self._b.settings.leg_timeout_s
+        with span(f"hybrid_search.leg.{outcome.leg}", {"search.leg": outcome.leg}) as leg_span:
+            try:
+                async with asyncio.timeout(budget):
+                    await work
+            except TimeoutError:
+                outcome.hits = []
+                outcome.error = timeout_error(outcome.leg, outcome.waiting_on, budget)
+            except SearchError as exc:
+                outcome.hits = []
+                outcome.error = exc
+            outcome.latency_ms = (time.perf_counter() - started) * 1000
+            leg_span.set_attribute("search.leg.hits", len(outcome.hits))
+            if outcome.error is not None:
+                mark_error(leg_span, outcome.error, reason=outcome.error.reason)
+        return outcome
+
+    async def _legs_parallel(self, plan: Plan) -> dict[str, LegOutcome]:
+        coros: list[Awaitable[LegOutcome]] = []
+        if "bm25" in plan.legs:
+            body = bm25_request(
+                plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+            )
+            bm25 = LegOutcome("bm25")
+            coros.append(self.run_leg(bm25, self._search_leg(bm25, plan.target, body)))
+        if "knn" in plan.legs:
+            knn = LegOutcome("knn")
+            coros.append(self.run_leg(knn, self._knn_leg(knn, plan)))
+        return {o.leg: o for o in await asyncio.gather(*coros)}
+
+    async def _search_leg(self, out: LegOutcome, index: str, body: dict[str, Any]) -> None:
+        es = self._b.leg_es
+        resp = await self._b.es_call(lambda: es.search(index=index, **body), deadline_s=self._b.settings.leg_timeout_s)
+        out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
+
+    async def _knn_leg(self, out: LegOutcome, plan: Plan) -> None:
+        t0 = time.perf_counter()
+        budget = self._b.settings.leg_timeout_s
+        out.waiting_on = "embeddings"
+        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
+        out.embed_ms = (time.perf_counter() - t0) * 1000
+        out.waiting_on = "elasticsearch"
+        body = knn_request(
+            vector, filters=plan.clauses, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
+        )
+        es = self._b.leg_es
+        remaining = max(budget - (time.perf_counter() - t0), 0.001)
+        resp = await self._b.es_call(lambda: es.search(index=plan.target, **body), deadline_s=remaining)
+        out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
+
+    async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
+        """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
+        one request; a per-item error fails that leg only (the degraded-result machinery applies)."""
+        budget = self._b.settings.leg_timeout_s
+        t0 = time.perf_counter()
+        outcomes: dict[str, LegOutcome] = {leg: LegOutcome(leg) for leg in plan.legs}
+        with span("hybrid_search.msearch", {"search.legs": list(plan.legs)}) as ms_span:
+            searches: list[dict[str, Any]] = []
+            order: list[str] = []
+            if "knn" in outcomes:
+                knn = outcomes["knn"]
+                knn.waiting_on = "embeddings"
+                try:
+                    async with asyncio.timeout(budget):
+                        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
+                    knn.embed_ms = (time.perf_counter() - t0) * 1000
+                    body = knn_request(
+                        vector,
+                        filters=plan.clauses,
+                        k=plan.window,
+                        num_candidates=plan.candidates,
+                        similarity=plan.similarity,
+                    )
+                    searches += [{"index": plan.target}, msearch_body(body)]
+                    order.append("knn")
+                except TimeoutError:
+                    knn.error = timeout_error("knn", "embeddings", budget)
+                except SearchError as exc:
+                    knn.error = exc
+                knn.waiting_on = "elasticsearch"
+            if "bm25" in outcomes:
+                body = bm25_request(
+                    plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+                )
+                searches = [{"index": plan.target}, msearch_body(body), *searches]
+                order.insert(0, "bm25")
+            if searches:
+                remaining = max(budget - (time.perf_counter() - t0), 0.001)
+                es = self._b.es.options(request_timeout=remaining)
+                try:
+                    async with asyncio.timeout(remaining):
+                        resp = await self._b.es_call(lambda: es.msearch(searches=searches), deadline_s=remaining)
+                    for leg, item in zip(order, resp.body["responses"], strict=True):
+                        if "error" in item:
+                            outcomes[leg].error = _msearch_item_error(item)
+                        else:
+                            outcomes[leg].hits = list(item["hits"]["hits"])
+                            outcomes[leg].took_ms = item.get("took")
+                except TimeoutError:
+                    for leg in order:
+                        outcomes[leg].error = timeout_error(leg, "elasticsearch", budget)
+                except SearchError as exc:
+                    for leg in order:
+                        outcomes[leg].error = exc
+            elapsed = (time.perf_counter() - t0) * 1000
+            for o in outcomes.values():
+                o.latency_ms = elapsed
+                if o.error is not None:
+                    mark_error(ms_span, o.error, reason=o.error.reason)
+        return outcomes
+
+
+def error_reason(body: Any) -> str:
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        return str(body["error"].get("reason", body["error"]))
+    return str(body)
+
+
+def _msearch_item_error(item: Mapping[str, Any]) -> SearchError:
+    status = item.get("status")
+    error = item.get("error")
+    kind = error_type({"error": error}) if isinstance(error, Mapping) else None
+    if status == 404 and kind == "index_not_found_exception":
+        return IndexNotFound(f"index not found: {error_reason(item)}; call ensure_index()")
+    return DependencyError(
+        f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}",
+        dependency="elasticsearch",
+        status=status if isinstance(status, int) else None,
+        reason="http_error",
+    )

@@ -1,0 +1,132 @@
+"""The pure stages of the search pipeline, without a server: plan, fuse, rerank ordering, respond."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from storage import (
+    ConfigurationError,
+    DependencyUnavailable,
+    IndexNotFound,
+    InvalidQuery,
+    SearchFailed,
+    SearchRequest,
+    SearchSettings,
+)
+from storage._fusion import FusedHit
+from storage._models import RerankReport
+from storage._pipeline.fuse import fuse_legs, raise_if_failed
+from storage._pipeline.plan import plan_search
+from storage._pipeline.rerank import Ranked, order_by_scores, rerank_text
+from storage._pipeline.respond import build_response
+from storage._pipeline.state import LegOutcome, SearchState
+
+SETTINGS = SearchSettings(url="http://127.0.0.1:9200", index="docs")
+
+
+def _plan(**kw: Any) -> Any:
+    has_reranker = kw.pop("has_reranker", False)
+    return plan_search(
+        SearchRequest(query=kw.pop("query", "revenue guidance"), **kw), SETTINGS, has_reranker=has_reranker
+    )
+
+
+def _hits(*ids: str, tenant: str | None = None) -> list[dict[str, Any]]:
+    return [
+        {"_id": i, "_score": 10.0 - n, "_source": {"title": i, **({"tenant_id": tenant} if tenant else {})}}
+        for n, i in enumerate(ids)
+    ]
+
+
+def _down() -> DependencyUnavailable:
+    return DependencyUnavailable("down", dependency="embeddings")
+
+
+def test_the_plan_stage_fills_defaults_from_the_settings_and_leaves_rerank_off() -> None:
+    plan = _plan()
+    assert plan.legs == ("bm25", "knn")
+    assert (plan.method, plan.k, plan.window, plan.candidates) == ("rrf", 60, 50, 100)
+    assert not plan.rerank
+    assert plan.target == "docs"
+
+
+def test_the_plan_stage_refuses_rerank_without_a_reranker_and_pages_past_the_candidates() -> None:
+    with pytest.raises(ConfigurationError, match="RERANKER_PROVIDER"):
+        _plan(rerank=True)
+    with pytest.raises(InvalidQuery, match="reranked candidates"):
+        _plan(rerank=True, has_reranker=True, rerank_candidates=5, limit=10)
+    with pytest.raises(InvalidQuery, match="between 1 and 1000"):
+        _plan(rerank=True, has_reranker=True, rerank_candidates=0)
+    assert _plan(rerank=True, has_reranker=True).rerank_candidates == 50
+    assert _plan(rerank=False, has_reranker=True).rerank_candidates == 0
+
+
+def test_fuse_raises_only_when_nothing_can_be_fused() -> None:
+    plan = _plan()
+    ok, down = LegOutcome("bm25", hits=_hits("a")), LegOutcome("knn", error=_down())
+    raise_if_failed(plan, {"bm25": ok, "knn": down})  # degraded, not failed
+    with pytest.raises(SearchFailed) as info:
+        raise_if_failed(_plan(strict=True), {"bm25": ok, "knn": down})
+    assert set(info.value.leg_errors) == {"knn"}
+    missing = {leg: LegOutcome(leg, error=IndexNotFound("gone")) for leg in ("bm25", "knn")}  # type: ignore[arg-type]
+    with pytest.raises(IndexNotFound):
+        raise_if_failed(plan, missing)
+
+
+def test_fuse_keeps_sources_bm25_highlights_and_overlap_and_drops_other_tenants() -> None:
+    bm25 = LegOutcome("bm25", hits=_hits("a", "b"))
+    bm25.hits[0]["highlight"] = {"text": ["<em>revenue</em>"]}
+    fused = fuse_legs(_plan(), {"bm25": bm25, "knn": LegOutcome("knn", hits=_hits("b", "c"))})
+    assert [h.id for h in fused.hits] == ["b", "a", "c"]
+    assert fused.overlap == 1
+    assert fused.highlights == {"a": {"text": ["<em>revenue</em>"]}}
+    assert set(fused.sources) == {"a", "b", "c"}
+    mixed = LegOutcome("bm25", hits=_hits("t1-doc", tenant="t1") + _hits("t2-doc", tenant="t2"))
+    kept = fuse_legs(_plan(tenant_id="t1", mode="bm25"), {"bm25": mixed})
+    assert [h.id for h in kept.hits] == ["t1-doc"]
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=30))
+def test_rerank_ordering_is_by_descending_score_and_ties_keep_the_fused_order(scores: list[float]) -> None:
+    candidates = [FusedHit(id=f"d{i}", score=1.0 / (i + 1), normalized_score=0.5) for i in range(len(scores))]
+    ordered = order_by_scores(candidates, scores)
+    assert sorted(h.id for h, _ in ordered) == sorted(h.id for h in candidates)
+    for (a, sa), (b, sb) in itertools.pairwise(ordered):
+        assert sa is not None
+        assert sb is not None
+        assert sa > sb or (sa == sb and int(a.id[1:]) < int(b.id[1:]))
+
+
+def test_the_reranker_reads_title_and_text() -> None:
+    assert rerank_text({"title": "T", "text": "body"}) == "T\nbody"
+    assert rerank_text({"text": "body"}) == "body"
+    assert rerank_text({"title": "only"}) == "only"
+
+
+def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first() -> None:
+    plan = _plan()
+    outcomes = {"bm25": LegOutcome("bm25", hits=_hits("a")), "knn": LegOutcome("knn", hits=_hits("a"))}
+    state = SearchState(plan=plan, outcomes=outcomes)
+    fused = fuse_legs(plan, outcomes)
+    failed = RerankReport(ok=False, model="m", candidates=1, reason="timeout")
+    res = build_response(plan, state, fused, Ranked(hits=[], report=failed), [], highlights_complete=True)
+    assert (res.degraded, res.degraded_reason, res.legs_failed, res.ordered_by) == (
+        True,
+        "rerank_timeout",
+        [],
+        "fusion",
+    )
+    outcomes["knn"] = LegOutcome("knn", error=_down())
+    fused = fuse_legs(plan, outcomes)
+    res = build_response(plan, state, fused, Ranked(hits=[], report=failed), [], highlights_complete=True)
+    assert (res.degraded_reason, res.legs_failed) == ("connection_error", ["knn"])
+    ok = RerankReport(ok=True, model="m", candidates=1)
+    res = build_response(
+        plan, state, fuse_legs(plan, outcomes), Ranked(hits=[], report=ok), [], highlights_complete=True
+    )
+    assert res.ordered_by == "rerank"
