@@ -1,4 +1,4 @@
-"""Writes kibana/saved_objects.ndjson: two data views, six Lens panels and the dashboard that holds them.
+"""Writes kibana/saved_objects.ndjson: two data views, seven Lens panels and the dashboard that holds them.
 
     python kibana/generate.py            # rewrite the NDJSON
     python kibana/generate.py --check    # exit 1 if the committed file differs (the tests do this too)
@@ -197,6 +197,19 @@ def panels() -> list[dict[str, Any]]:
             split="reason",
             kql='event.action : "search" and search.degraded : true',
         ),
+        xy(
+            "hs-partial",
+            "Partial searches (some shards did not answer)",
+            {
+                "t": date_col(),
+                "mode": terms_col("search.mode", "Mode", "n", 3),
+                "n": count_col("Partial searches"),
+            },
+            ["n"],
+            x="t",
+            split="mode",
+            kql='event.action : "search" and search.partial : true',
+        ),
         table(
             "hs-breaker-transitions",
             "Circuit-breaker transitions",
@@ -226,7 +239,7 @@ def panels() -> list[dict[str, Any]]:
 
 
 def dashboard(lens_objects: list[dict[str, Any]]) -> dict[str, Any]:
-    grid = [(0, 0), (24, 0), (0, 15), (24, 15), (0, 30), (24, 30)]
+    grid = [(0, 0), (24, 0), (0, 15), (24, 15), (0, 30), (24, 30), (0, 45)]
     panel_list = []
     references = []
     for i, (obj, (x, y)) in enumerate(zip(lens_objects, grid, strict=True)):
@@ -246,8 +259,8 @@ def dashboard(lens_objects: list[dict[str, Any]]) -> dict[str, Any]:
         "id": DASHBOARD,
         "attributes": {
             "title": "Hybrid search — overview",
-            "description": "Searches, per-leg latency, degraded results, breaker transitions, zero-result "
-            "queries and top filters, from the search telemetry data stream.",
+            "description": "Searches, per-leg latency, degraded and partial results, breaker transitions, "
+            "zero-result queries and top filters, from the search telemetry data stream.",
             "panelsJSON": json.dumps(panel_list),
             "optionsJSON": json.dumps({"useMargins": True, "syncColors": False, "hidePanelTitles": False}),
             "timeRestore": True,

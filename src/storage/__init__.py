@@ -26,6 +26,7 @@ from ._errors import (
     InvalidDocument,
     InvalidQuery,
     Overloaded,
+    PartialResults,
     SearchError,
     SearchFailed,
     TLSFailed,
@@ -44,6 +45,7 @@ from ._models import (
     SearchMode,
     SearchPage,
     SearchResponse,
+    ShardReport,
 )
 from ._pipeline import SearchRequest
 from ._settings import RoundTrip, SearchSettings
@@ -75,6 +77,7 @@ __all__ = [
     "LegHit",
     "LegReport",
     "Overloaded",
+    "PartialResults",
     "ProgressCallback",
     "QuerySyntax",
     "QuerySyntaxError",
@@ -90,6 +93,7 @@ __all__ = [
     "SearchRequest",
     "SearchResponse",
     "SearchSettings",
+    "ShardReport",
     "TLSFailed",
     "Term",
     "Terms",

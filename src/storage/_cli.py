@@ -155,9 +155,12 @@ def init() -> None:
 # -- ingest --------------------------------------------------------------------------------------------
 
 
-def _documents_from(path: Path, problems: list[str]) -> list[Document]:
-    """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields) or a folder of text files."""
-    docs: list[Document] = []
+def _documents_from(path: Path, problems: list[str]) -> tuple[list[Document | dict[str, Any]], list[str]]:
+    """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields) or a folder of text files:
+    the records (validated by ``index_documents``, which reports each invalid one) and where each came
+    from. Lines that are not JSON objects go to ``problems`` with their line number."""
+    docs: list[Document | dict[str, Any]] = []
+    where: list[str] = []
     if path.is_dir():
         for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".txt", ".md")):
             text = file.read_text(encoding="utf-8", errors="replace").strip()
@@ -166,18 +169,17 @@ def _documents_from(path: Path, problems: list[str]) -> list[Document]:
                 continue
             first = text.splitlines()[0].lstrip("# ").strip()
             docs.append(Document(id=str(file.relative_to(path)), title=first[:200], text=text, source=file.name))
-        return docs
+            where.append(str(file))
+        return docs, where
     if not path.is_file():
         raise ConfigurationError(f"{path} does not exist")
     for number, record, problem in read_jsonl_documents(path):
         if record is None:
             problems.append(problem or f"line {number}: unreadable")
             continue
-        try:
-            docs.append(Document.model_validate(beir_document(record)))
-        except ValueError as exc:
-            problems.append(f"line {number}: {str(exc).splitlines()[0]}")
-    return docs
+        docs.append(beir_document(record))
+        where.append(f"line {number}")
+    return docs, where
 
 
 @app.command()
@@ -188,7 +190,7 @@ def ingest(
 
     async def go() -> int:
         problems: list[str] = []
-        docs = _documents_from(path, problems)
+        docs, where = _documents_from(path, problems)
         async with _client() as client:
             await client.ensure_index()
             with Progress(
@@ -211,9 +213,12 @@ def ingest(
             markup=False,
         )
         for line in problems[:20]:
-            out.print(f"  unreadable: {line}", markup=False)
+            out.print(f"  invalid: {line}", markup=False)
         for f in report.failed[:20]:
-            out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
+            if f.reason == "invalid_document" and f.position is not None:
+                out.print(f"  invalid: {where[f.position]}: {f.id}: {f.detail[:160]}", markup=False)
+            else:
+                out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
         if len(problems) + len(report.failed) > 40:
             out.print("  ...", markup=False)
         return 1 if problems or report.failed else 0

@@ -272,16 +272,19 @@ class SearchClient:
         progress: ProgressCallback | None = None,
         index: str | None = None,
         tenant_id: str | None = None,
+        strict: bool = False,
     ) -> IndexReport:
         """Embed (in batches) and bulk-index documents; embedding and bulk requests overlap.
 
-        Every document is validated before anything is sent (:class:`InvalidDocument` names the first bad
-        one). Every unique id submitted ends up in exactly one of ``report.indexed`` / ``report.failed``;
-        a document whose embedding failed is reported and never indexed without its vector.
-        ``refresh=True`` waits until the documents are searchable.
+        Every document is validated first: an invalid one (neither title nor text, a bad field, another
+        tenant's) goes into ``report.failed`` with reason ``invalid_document``, its ``position`` and the
+        validation message, and the valid ones are indexed; ``strict=True`` instead raises
+        :class:`InvalidDocument` for the first one and sends nothing. Every unique id submitted ends up in
+        exactly one of ``report.indexed`` / ``report.failed``; a document whose embedding failed is reported
+        and never indexed without its vector. ``refresh=True`` waits until the documents are searchable.
         """
         return await self._ingester.index_documents(
-            documents, refresh=refresh, progress=progress, index=index, tenant_id=tenant_id
+            documents, refresh=refresh, progress=progress, index=index, tenant_id=tenant_id, strict=strict
         )
 
     # -- search ----------------------------------------------------------------------------------------

@@ -17,6 +17,9 @@
     │                                   raised before any request is sent
     ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
     ├── CursorExpired                   a deep-paging walk's point-in-time expired: start the walk again
+    ├── PartialResults                  some shards did not answer (failed or timed out) and partial
+    │                                   results were not acceptable: strict=True, or a deep-paging walk;
+    │                                   .shards maps leg -> ShardReport
     ├── DependencyUnavailable           NO RESPONSE from a dependency: refused, reset, timeout (transient)
     │   ├── CircuitOpen                 our breaker is open: failed fast, nothing was sent
     │   └── Overloaded                  our concurrency bound is full: failed fast, nothing was sent
@@ -50,6 +53,7 @@ __all__ = [
     "InvalidDocument",
     "InvalidQuery",
     "Overloaded",
+    "PartialResults",
     "SearchError",
     "SearchFailed",
     "TLSFailed",
@@ -126,6 +130,17 @@ class CursorExpired(SearchError):
     """A deep-paging cursor's point-in-time has expired (or was closed): start the walk again."""
 
     reason = "cursor_expired"
+
+
+class PartialResults(SearchError):
+    """Some shards did not answer and the caller did not accept partial results (``strict=True``, or a
+    deep-paging walk, whose order must not change). ``.shards``: leg -> its ``ShardReport``."""
+
+    reason = "partial_results"
+
+    def __init__(self, message: str, *, shards: Mapping[str, object]) -> None:
+        super().__init__(message)
+        self.shards = dict(shards)
 
 
 class DependencyUnavailable(SearchError):

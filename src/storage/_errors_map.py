@@ -29,7 +29,14 @@ from ._errors import (
     TLSFailed,
 )
 
-__all__ = ["error_type", "map_embedding_error", "map_es_error", "map_provider_error", "timeout_error"]
+__all__ = [
+    "error_type",
+    "map_embedding_error",
+    "map_es_error",
+    "map_provider_error",
+    "shards_unavailable",
+    "timeout_error",
+]
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -108,6 +115,10 @@ def map_es_error(exc: BaseException) -> SearchError:
         status = exc.meta.status if exc.meta is not None else None
         if status == 404 and error_type(exc.body) == "index_not_found_exception":
             return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
+        if error_type(exc.body) == "search_phase_execution_exception" and status in (503, 504):
+            return shards_unavailable(
+                f"Elasticsearch refused a search with missing shards ({status}): {exc.message}", status
+            )
         return DependencyError(
             f"Elasticsearch answered {status}: {exc.message}{_root_cause(exc.body)}",
             dependency="elasticsearch",
@@ -141,6 +152,16 @@ def map_es_error(exc: BaseException) -> SearchError:
     return DependencyUnavailable(
         f"Elasticsearch call failed: {type(exc).__name__}: {exc}", dependency="elasticsearch", reason="error"
     )
+
+
+def shards_unavailable(message: str, status: int | None) -> DependencyError:
+    """Elasticsearch refused a search because shards are missing (``allow_partial_search_results=false``,
+    or a point-in-time over them). A definitive answer about the data, not a sick transport: neither
+    retried (a shard recovers in minutes, not in a backoff) nor counted by the breaker (one red index must
+    not fail every search of the client fast)."""
+    err = DependencyError(message, dependency="elasticsearch", status=status, reason="shards_unavailable")
+    err.transient = False
+    return err
 
 
 def map_provider_error(exc: ProviderError, dependency: Literal["embeddings", "reranker"]) -> SearchError:

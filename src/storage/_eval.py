@@ -63,7 +63,7 @@ def beir_document(record: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in record.items() if k in Document.model_fields and k != "id"}
     out["id"] = str(record.get("_id") or record.get("id") or "")
     out["title"] = record.get("title") or ""
-    out["text"] = record.get("text") or record.get("title") or ""
+    out["text"] = record.get("text") or ""
     return out
 
 

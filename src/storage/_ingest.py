@@ -39,21 +39,34 @@ class Ingester:
         progress: ProgressCallback | None = None,
         index: str | None = None,
         tenant_id: str | None = None,
+        strict: bool = False,
     ) -> IndexReport:
         b = self._b
         b.check_open()
         started = time.perf_counter()
-        docs, duplicates = _coerce_documents(documents)
-        docs = self._assign_tenant(docs, tenant_id)
+        if tenant_id is not None:
+            require_tenant(tenant_id, "index_documents", multi_tenant=b.settings.multi_tenant)
+        coerced, duplicates, invalid = _coerce_documents(documents)
+        docs, invalid = self._assign_tenant(coerced, tenant_id, invalid)
+        if invalid and strict:
+            first = min(invalid, key=lambda f: f.position or 0)
+            raise InvalidDocument(f"document #{first.position} is invalid: {first.detail}", position=first.position)
+        if invalid:
+            event(
+                30,
+                "invalid documents skipped",
+                "index.invalid_documents",
+                {"index.invalid": len(invalid), "error.message": invalid[0].detail[:200]},
+            )
         if self._indices.checked_index is None and index is None:
             await self._indices.ensure_index()
         if index is not None and "," in index:
             raise InvalidQuery("index_documents writes to one index or alias")
         target = valid_target(index) if index else b.settings.index
-        total = len(docs)
+        total = len(docs) + len(invalid)
         indexed: list[str] = []
-        failed: list[FailedDocument] = []
-        embedded = 0
+        failed: list[FailedDocument] = list(invalid)
+        embedded = len(invalid)
 
         def report_progress() -> None:
             if progress is not None:
@@ -65,7 +78,7 @@ class Ingester:
             nonlocal embedded
             try:
                 size = b.settings.embed_batch_size
-                for start in range(0, total, size):
+                for start in range(0, len(docs), size):
                     batch = docs[start : start + size]
                     ok, bad = await self._embed_batch_isolating(batch)
                     failed.extend(bad)
@@ -151,27 +164,27 @@ class Ingester:
         )
         return report
 
-    def _assign_tenant(self, docs: list[Document], tenant_id: str | None) -> list[Document]:
-        """``tenant_id=`` stamps every document; a document of another tenant is refused. A multi-tenant
-        client refuses any document without a tenant."""
+    def _assign_tenant(
+        self, docs: list[tuple[int, Document]], tenant_id: str | None, invalid: list[FailedDocument]
+    ) -> tuple[list[Document], list[FailedDocument]]:
+        """``tenant_id=`` stamps every document; a document of another tenant is invalid. A multi-tenant
+        client takes no document without a tenant."""
         multi = self._b.settings.multi_tenant
-        if tenant_id is not None:
-            require_tenant(tenant_id, "index_documents", multi_tenant=multi)
-        out = []
-        for position, doc in enumerate(docs):
+        out: list[Document] = []
+        for position, doc in docs:
+            problem = None
             if tenant_id is not None:
                 if doc.tenant_id not in (None, tenant_id):
-                    raise InvalidDocument(
-                        f"document {doc.id!r} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}", position=position
-                    )
-                doc = doc.model_copy(update={"tenant_id": tenant_id}) if doc.tenant_id is None else doc
+                    problem = f"document {doc.id!r} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}"
+                elif doc.tenant_id is None:
+                    doc = doc.model_copy(update={"tenant_id": tenant_id})
             elif multi and not doc.tenant_id:
-                raise InvalidDocument(
-                    f"this client is multi-tenant: document {doc.id!r} has no tenant_id (pass tenant_id=)",
-                    position=position,
-                )
-            out.append(doc)
-        return out
+                problem = f"this client is multi-tenant: document {doc.id!r} has no tenant_id (pass tenant_id=)"
+            if problem is None:
+                out.append(doc)
+            else:
+                invalid.append(FailedDocument(id=doc.id, reason="invalid_document", detail=problem, position=position))
+        return out, invalid
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
         """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
@@ -215,11 +228,16 @@ class Ingester:
         return ok, bad
 
 
-def _coerce_documents(documents: Iterable[Document | Mapping[str, Any]]) -> tuple[list[Document], list[str]]:
+def _coerce_documents(
+    documents: Iterable[Document | Mapping[str, Any]],
+) -> tuple[list[tuple[int, Document]], list[str], list[FailedDocument]]:
+    """(position, document) for the valid ones (unique ids, the last occurrence wins), the duplicate ids,
+    and an ``invalid_document`` failure for each invalid one (its id, or ``#<position>``)."""
     if isinstance(documents, Document | Mapping | str | bytes):
         raise InvalidDocument("index_documents takes an iterable of documents, not a single one")
-    unique: dict[str, Document] = {}
+    unique: dict[str, tuple[int, Document]] = {}
     duplicates: list[str] = []
+    invalid: list[FailedDocument] = []
     for position, item in enumerate(documents):
         if isinstance(item, Document):
             doc = item
@@ -227,17 +245,28 @@ def _coerce_documents(documents: Iterable[Document | Mapping[str, Any]]) -> tupl
             try:
                 doc = Document.model_validate(item)
             except ValidationError as exc:
-                raise InvalidDocument(f"document #{position} is invalid: {exc}", position=position) from None
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'document'}: {e['msg']}" for e in exc.errors()
+                )
+                raw_id = item.get("id")
+                doc_id = raw_id if isinstance(raw_id, str) and raw_id else f"#{position}"
+                invalid.append(FailedDocument(id=doc_id, reason="invalid_document", detail=problems, position=position))
+                continue
         else:
-            raise InvalidDocument(
-                f"document #{position} is a {type(item).__name__}, not a Document or mapping",
-                position=position,
+            invalid.append(
+                FailedDocument(
+                    id=f"#{position}",
+                    reason="invalid_document",
+                    detail=f"a {type(item).__name__}, not a Document or mapping",
+                    position=position,
+                )
             )
+            continue
         if doc.id in unique:
             duplicates.append(doc.id)
             del unique[doc.id]  # the last occurrence wins, in its own position
-        unique[doc.id] = doc
-    return list(unique.values()), duplicates
+        unique[doc.id] = (position, doc)
+    return list(unique.values()), duplicates, invalid
 
 
 def _embedding_failure(doc: Document, exc: SearchError) -> FailedDocument:

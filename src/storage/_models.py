@@ -20,6 +20,7 @@ __all__ = [
     "SearchHit",
     "SearchPage",
     "SearchResponse",
+    "ShardReport",
 ]
 
 Leg = Literal["bm25", "knn"]
@@ -35,12 +36,13 @@ def derive_id(title: str, text: str, source: str | None) -> str:
 
 
 class Document(BaseModel):
-    """One document to index. ``id`` is yours; if omitted it is derived from source, title and text."""
+    """One document to index: a ``title``, a ``text`` or both (catalogue records and headlines often have
+    only a title). ``id`` is yours; if omitted it is derived from source, title and text."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
     id: str = Field(min_length=1, max_length=512)
-    text: str = Field(min_length=1)
+    text: str = ""
     title: str = ""
     ticker: str | None = None
     doc_type: str | None = None
@@ -65,12 +67,11 @@ class Document(BaseModel):
             raise ValueError("id is longer than Elasticsearch's 512-byte limit")
         return value
 
-    @field_validator("text")
-    @classmethod
-    def _text_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("text is blank")
-        return value
+    @model_validator(mode="after")
+    def _has_content(self) -> Document:
+        if not self.title.strip() and not self.text.strip():
+            raise ValueError("a document needs a title or a text (both are blank)")
+        return self
 
     @field_validator("metadata")
     @classmethod
@@ -81,8 +82,9 @@ class Document(BaseModel):
         return value
 
     def embedding_text(self) -> str:
-        """What the embedder sees: the title and the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        """What the embedder sees: the title and the text, or whichever of them the document has."""
+        title, text = self.title.strip(), self.text.strip()
+        return f"{title}\n{text}" if title and text else title or text
 
     def to_source(self) -> dict[str, Any]:
         """The ``_source`` stored in Elasticsearch (without the vector)."""
@@ -93,11 +95,14 @@ class FailedDocument(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    #: A machine tag: ``embedding_failed``, ``mapping_error``, ``rejected`` (429 after retries),
-    #: ``transport_error``, ``duplicate_in_request``...
+    #: A machine tag: ``invalid_document``, ``embedding_failed``, ``mapping_error``, ``rejected`` (429 after
+    #: retries), ``transport_error``...
     reason: str
     detail: str = ""
     status: int | None = None
+    #: ``invalid_document`` only: the document's 0-based position in what was submitted (its ``id`` is
+    #: ``#<position>`` when it had no usable one).
+    position: int | None = None
 
 
 class IndexReport(BaseModel):
@@ -130,6 +135,49 @@ class IndexProgress(BaseModel):
     failed: int
 
 
+class ShardReport(BaseModel):
+    """Elasticsearch's ``_shards`` and ``timed_out`` for one request: how much of the index answered."""
+
+    model_config = ConfigDict(frozen=True)
+
+    total: int = 0
+    successful: int = 0
+    failed: int = 0
+    skipped: int = 0
+    #: The server-side ``timeout`` ran out: some shards returned what they had found so far.
+    timed_out: bool = False
+    #: The first shard failure's type and reason (e.g. ``no_shard_available_action_exception: ...``).
+    failure: str | None = None
+
+    @property
+    def partial(self) -> bool:
+        """Some shards did not answer (failed) or not fully (timed out): the hits may be incomplete."""
+        return self.failed > 0 or self.timed_out
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ShardReport | None:
+        """From a search response body (None when it has no ``_shards``, e.g. a scripted peer)."""
+        shards = body.get("_shards")
+        if not isinstance(shards, Mapping):
+            return None
+        failures = shards.get("failures") or []
+        failure = None
+        if failures and isinstance(failures[0], Mapping):
+            reason = failures[0].get("reason")
+            if isinstance(reason, Mapping):
+                failure = f"{reason.get('type', 'error')}: {str(reason.get('reason', ''))[:200]}"
+            else:
+                failure = str(reason)[:200]
+        return cls(
+            total=int(shards.get("total") or 0),
+            successful=int(shards.get("successful") or 0),
+            failed=int(shards.get("failed") or 0),
+            skipped=int(shards.get("skipped") or 0),
+            timed_out=bool(body.get("timed_out")),
+            failure=failure,
+        )
+
+
 class LegReport(BaseModel):
     """What one leg did: hits returned, latency, and why it failed if it did."""
 
@@ -145,6 +193,12 @@ class LegReport(BaseModel):
     embed_ms: float | None = None
     reason: str | None = None
     error: str | None = None
+    #: How many shards answered (None when the leg failed before an answer).
+    shards: ShardReport | None = None
+
+    @property
+    def partial(self) -> bool:
+        return self.shards is not None and self.shards.partial
 
 
 class RerankReport(BaseModel):
@@ -232,6 +286,11 @@ class SearchResponse(BaseModel):
     round_trip: str = "parallel"
     #: False when highlights were requested but the follow-up for non-BM25 hits failed or ran out of time.
     highlights_complete: bool = True
+    #: Some shards did not answer a leg (failed, or timed out server-side): its hits, and so the fused list,
+    #: may be incomplete. Not ``degraded``: every leg answered. ``partial_legs`` says which, and
+    #: ``legs[leg].shards`` how much.
+    partial: bool = False
+    partial_legs: list[str] = Field(default_factory=list)
     #: Which score ordered ``hits``: ``fusion`` or ``rerank``.
     ordered_by: Literal["fusion", "rerank"] = "fusion"
     #: The rerank stage's report; None when it did not run.

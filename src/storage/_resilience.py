@@ -23,6 +23,7 @@ retry budget 20 % (the SRE-book figure: retries add at most a fifth to a struggl
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
@@ -49,6 +50,8 @@ __all__ = ["Resilience", "ResiliencePolicy", "RetryBudget"]
 
 T = TypeVar("T")
 _log = logging.getLogger("storage.resilience")
+#: Breaker transitions remembered for inspection; the log and telemetry have every one.
+_STATE_HISTORY = 64
 #: pybreaker's own open → half-open timer runs on the wall clock; we decide on the monotonic clock instead.
 _NEVER = 10 * 365 * 24 * 3600.0
 
@@ -102,6 +105,8 @@ def counts_as_failure(exc: BaseException) -> bool:
     if isinstance(exc, DependencyUnavailable):
         return True
     if isinstance(exc, DependencyError):
+        if exc.reason == "shards_unavailable":  # the data's state, not the dependency's health
+            return False
         return exc.status is None or exc.status == 429 or exc.status >= 500
     return False
 
@@ -157,7 +162,8 @@ class Resilience:
         self.attempts = 0
         self.retries = 0
         self.rejected_open = 0
-        self.state_changes: list[tuple[str | None, str]] = []
+        #: The latest breaker transitions (bounded: a client lives as long as its process).
+        self.state_changes: collections.deque[tuple[str | None, str]] = collections.deque(maxlen=_STATE_HISTORY)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -17,17 +17,18 @@ from ._errors import (
     DependencyError,
     IndexNotFound,
     InvalidQuery,
+    PartialResults,
     SearchError,
     SearchFailed,
 )
 from ._filters import FilterInput
 from ._fusion import FusionMethod, LegHit, fuse
 from ._logging import event, query_hash
-from ._models import SearchHit, SearchMode, SearchPage
+from ._models import SearchHit, SearchMode, SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
 from ._pipeline.enrich import Enricher, highlight_origin
 from ._pipeline.plan import Plan, QuerySyntax, SearchRequest, plan_search
-from ._pipeline.retrieve import Retriever
+from ._pipeline.retrieve import Retriever, server_side
 from ._pipeline.state import LegOutcome
 from ._queries import bm25_request, knn_query_request, on_pit
 from ._tracing import span
@@ -105,9 +106,17 @@ class Walker:
         )
         keep_alive = self._b.settings.pit_keep_alive
         if cursor is None:
-            opened = await self._b.es_call(
-                lambda: self._b.es.open_point_in_time(index=plan.target, keep_alive=keep_alive)
-            )
+            try:
+                opened = await self._b.es_call(
+                    lambda: self._b.es.open_point_in_time(index=plan.target, keep_alive=keep_alive)
+                )
+            except DependencyError as exc:
+                if exc.reason == "shards_unavailable":  # Elasticsearch opens no point-in-time over missing shards
+                    raise PartialResults(
+                        f"a deep-paging walk needs every shard of {plan.target}; some are unavailable: {exc}",
+                        shards={},
+                    ) from exc
+                raise
             state: dict[str, Any] = {"pit": opened.body["id"], "o": 0, "t": None, "tr": 0, "td": False}
             state |= {"p": 0, "n": 0, "fp": fp}
         else:
@@ -188,6 +197,8 @@ class Walker:
                 if isinstance(error, IndexNotFound | ClientClosed) or _pit_missing(error):
                     raise error
             raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
+        for leg, o in outcomes.items():
+            _require_complete(leg, o.shards)
         pit = next((o.pit_id for o in outcomes.values() if o.pit_id), pit)
         fused = fuse(
             {
@@ -223,9 +234,11 @@ class Walker:
                 keep_alive,
                 tail_after,
             )
+            full = server_side(body, self._b.settings, self._b.settings.leg_timeout_s)
             resp = await self._b.es_call(
-                functools.partial(self._b.es.search, **body), deadline_s=self._b.settings.leg_timeout_s
+                functools.partial(self._b.es.search, **full), deadline_s=self._b.settings.leg_timeout_s
             )
+            _require_complete("bm25 tail", ShardReport.from_body(resp.body))
             pit = resp.body.get("pit_id") or pit
             hits = resp.body["hits"]["hits"]
             consumed = 0
@@ -254,7 +267,9 @@ class Walker:
                 source=True,
                 filters=plan.clauses,
             )
-            docs = found or {}
+            if found is not None:
+                _require_complete("fetch", found.shards)
+            docs = found.hits if found is not None else {}
             if plan.tenant_id is not None:
                 wrong = [c for c in chosen if docs.get(c[0], {}).get("_source", {}).get("tenant_id") != plan.tenant_id]
                 if wrong:
@@ -320,12 +335,11 @@ class Walker:
 
     async def _pit_leg(self, out: LegOutcome, body: dict[str, Any]) -> None:
         es = self._b.leg_es
-        resp = await self._b.es_call(lambda: es.search(**body), deadline_s=self._b.settings.leg_timeout_s)
-        out.hits, out.took_ms, out.pit_id = (
-            list(resp.body["hits"]["hits"]),
-            resp.body.get("took"),
-            resp.body.get("pit_id"),
-        )
+        budget = self._b.settings.leg_timeout_s
+        full = server_side(body, self._b.settings, budget)
+        resp = await self._b.es_call(lambda: es.search(**full), deadline_s=budget)
+        out.answered(resp.body)
+        out.pit_id = resp.body.get("pit_id")
 
     async def _knn_pit_leg(self, out: LegOutcome, plan: Plan, pit: str, keep_alive: str) -> None:
         budget = self._b.settings.leg_timeout_s
@@ -338,6 +352,17 @@ class Walker:
             keep_alive,
         )
         await self._pit_leg(out, body)
+
+
+def _require_complete(what: str, shards: ShardReport | None) -> None:
+    """A walk never accepts partial answers: a page from some shards would reorder the walk. The same
+    cursor can be retried."""
+    if shards is not None and shards.partial:
+        detail = "timed out" if shards.timed_out else f"answered from {shards.successful} of {shards.total} shards"
+        raise PartialResults(
+            f"{what} of a deep-paging walk {detail} ({shards.failure or 'no failure reason'}); retry the same cursor",
+            shards={what: shards},
+        )
 
 
 def _pit_missing(error: SearchError) -> bool:

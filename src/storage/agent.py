@@ -29,6 +29,7 @@ from ._errors import (
     IndexNotFound,
     InvalidQuery,
     Overloaded,
+    PartialResults,
     SearchError,
     SearchFailed,
 )
@@ -113,6 +114,11 @@ def format_results(
     if response.legs_failed:
         lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in response.legs_failed)
         lines.append(f"Note: partial results — {lost} search was unavailable ({response.degraded_reason}).")
+    if response.partial:
+        lines.append(
+            "Note: results may be incomplete — part of the index did not answer; say so if the answer depends "
+            "on finding everything."
+        )
     text = "\n".join(lines)
     omitted = 0
     for n, hit in enumerate(response.hits, start=1):
@@ -153,6 +159,11 @@ def error_message(exc: BaseException, *, retry_after_s: float | None = None) -> 
         if errors and all(getattr(e, "reason", None) == "timeout" for e in errors):
             return "Search timed out. Retry once with a shorter, more specific query."
         return "Search failed on the server side. Retry once; if it fails again, answer without search results."
+    if isinstance(exc, PartialResults):
+        return (
+            "Part of the search index did not answer, so results would be incomplete. Retry once; if it fails "
+            "again, tell the user search is partly unavailable."
+        )
     if isinstance(exc, CircuitOpen):
         wait = f" in about {int(retry_after_s)} seconds" if retry_after_s else " later"
         return (

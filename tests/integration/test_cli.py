@@ -93,6 +93,7 @@ def test_ingest_reports_failures_and_exits_non_zero(settings: SearchSettings, tm
     assert "failed 3" in res.stdout
     assert "line 2: not JSON" in res.stdout
     assert "immense: mapping_error" in res.stdout
+    assert "invalid: line 4: no-text: document: Value error, a document needs a title or a text" in res.stdout
 
     folder = tmp_path / "notes"
     folder.mkdir()

@@ -233,11 +233,37 @@ async def test_searching_a_missing_index_is_a_typed_error(settings: SearchSettin
             await c.search("anything")
 
 
-async def test_invalid_document_is_rejected_before_anything_is_sent(client: SearchClient) -> None:
+async def test_strict_indexing_rejects_an_invalid_document_before_anything_is_sent(client: SearchClient) -> None:
     await client.ensure_index()
     with pytest.raises(InvalidDocument, match="#1"):
-        await client.index_documents([{"id": "ok", "text": "fine"}, {"id": "bad", "text": "  "}])
+        await client.index_documents([{"id": "ok", "text": "fine"}, {"id": "bad", "text": "  "}], strict=True)
     assert await client.count() == 0
+
+
+async def test_an_invalid_document_costs_one_document_and_is_reported_with_its_position(
+    client: SearchClient,
+) -> None:
+    await client.ensure_index()
+    submitted: list[object] = [
+        {"id": "ok-1", "text": "fine"},
+        {"id": "blank", "title": " ", "text": "  "},
+        {"id": "title-only", "title": "A title and no text"},
+        {"id": "bad-field", "text": "x", "price": 3},
+        42,
+        {"text": "no id: one is derived"},
+    ]
+    report = await client.index_documents(submitted, refresh=True)  # type: ignore[arg-type]
+    failed = {f.id: f for f in report.failed}
+    assert set(failed) == {"blank", "bad-field", "#4"}
+    assert {f.reason for f in report.failed} == {"invalid_document"}
+    assert (failed["blank"].position, failed["bad-field"].position, failed["#4"].position) == (1, 3, 4)
+    assert "title or a text" in failed["blank"].detail
+    assert "price" in failed["bad-field"].detail
+    assert len(report.indexed) == 3
+    assert len(report.indexed) + len(report.failed) == len(submitted)
+    assert await client.count() == 3
+    res = await client.search("title", limit=3)
+    assert res.ids[0] == "title-only"  # a title-only document is embedded and searched by its title
 
 
 async def test_progress_is_reported_and_every_id_is_accounted_for(client: SearchClient) -> None:

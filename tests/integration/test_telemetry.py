@@ -62,7 +62,7 @@ def test_the_committed_saved_objects_are_the_generated_ones() -> None:
     assert (KIBANA / "saved_objects.ndjson").read_text() == module.render()
     kinds = [o["type"] for o in _saved_objects()]
     assert kinds.count("index-pattern") == 2
-    assert kinds.count("lens") == 6
+    assert kinds.count("lens") == 7
     assert kinds.count("dashboard") == 1
     dashboard = next(o for o in _saved_objects() if o["type"] == "dashboard")
     panel_refs = {p["panelRefName"] for p in json.loads(dashboard["attributes"]["panelsJSON"])}

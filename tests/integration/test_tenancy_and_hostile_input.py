@@ -88,9 +88,17 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
     with pytest.raises(InvalidQuery, match="multi-tenant"):
         await tenanted.get_document("tenant-0-1")
     with pytest.raises(InvalidDocument, match="no tenant_id"):
-        await tenanted.index_documents([Document(id="x", text="y")])
+        await tenanted.index_documents([Document(id="x", text="y")], strict=True)
     with pytest.raises(InvalidDocument, match="belongs to tenant"):
-        await tenanted.index_documents([Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2")
+        await tenanted.index_documents(
+            [Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2", strict=True
+        )
+    report = await tenanted.index_documents(
+        [Document(id="x", text="y", tenant_id="tenant-1"), Document(id="z", text="y")], tenant_id="tenant-2"
+    )
+    assert report.indexed == ["z"]
+    assert [(f.id, f.reason, f.position) for f in report.failed] == [("x", "invalid_document", 0)]
+    assert "belongs to tenant" in report.failed[0].detail
     assert await tenanted.get_document("tenant-0-1", tenant_id="tenant-1") is None
     assert (await tenanted.get_document("tenant-0-1", tenant_id="tenant-0") or {}).get("tenant_id") == "tenant-0"
     assert await tenanted.count(tenant_id="tenant-3") == 40

@@ -79,6 +79,7 @@ def test_document_ids_are_explicit_or_derived_deterministically() -> None:
     [
         {"text": ""},
         {"text": "  "},
+        {"title": " \t", "text": "\n"},
         {"id": "x" * 513, "text": "t"},
         {"text": "t", "unknown": 1},
         {"text": "t", "metadata": {"a.b": "x"}},
@@ -88,3 +89,11 @@ def test_document_ids_are_explicit_or_derived_deterministically() -> None:
 def test_invalid_documents_are_rejected(data: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         Document.model_validate(data)
+
+
+def test_a_document_needs_a_title_or_a_text_and_embeds_what_it_has() -> None:
+    assert Document(title="Only a title").embedding_text() == "Only a title"
+    assert Document(text="Only a text").embedding_text() == "Only a text"
+    assert Document(title="T", text="body").embedding_text() == "T\nbody"
+    with pytest.raises(ValidationError, match="a title or a text"):
+        Document(title=" ", text="")

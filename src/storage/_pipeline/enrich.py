@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._backend import Backend
@@ -18,18 +19,30 @@ from .._errors import SearchError
 from .._errors_map import timeout_error
 from .._fusion import FusedHit
 from .._logging import event
-from .._models import SearchHit
+from .._models import SearchHit, ShardReport
 from .._queries import fetch_request
 from .._tracing import span
 from .fuse import Fused
 
-__all__ = ["Enricher", "HighlightSource", "highlight_origin"]
+__all__ = ["Enricher", "Fetched", "HighlightSource", "highlight_origin"]
 
 HighlightSource = Literal["bm25", "followup", "snippet"]
 
 
 def highlight_origin(highlight: Mapping[str, list[str]]) -> HighlightSource:
     return "followup" if any("<em>" in f for frags in highlight.values() for f in frags) else "snippet"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What a follow-up request found, by id, and how many shards answered it."""
+
+    hits: dict[str, dict[str, Any]]
+    shards: ShardReport | None
+
+    @property
+    def partial(self) -> bool:
+        return self.shards is not None and self.shards.partial
 
 
 class Enricher:
@@ -55,9 +68,9 @@ class Enricher:
             missing = [f.id for f, _ in page if f.id not in highlights]
             if missing:
                 found = await self.follow_up(text, missing, budget_s, index=target, filters=filters)
-                complete = found is not None
+                complete = found is not None and not found.partial
                 highlights = dict(highlights)
-                for doc_id, h in (found or {}).items():
+                for doc_id, h in (found.hits if found else {}).items():
                     highlights[doc_id] = h.get("highlight") or {}
                     origin[doc_id] = highlight_origin(highlights[doc_id])
         hits = [
@@ -87,11 +100,12 @@ class Enricher:
         pit: tuple[str, str] | None = None,
         source: bool = False,
         filters: Sequence[dict[str, Any]] = (),
-    ) -> dict[str, dict[str, Any]] | None:
+    ) -> Fetched | None:
         """One request for ``ids``: highlights for ``text`` (and documents if ``source``), by id.
 
         Highlights only (``source=False``) are best effort: None when the budget is spent or the request
-        fails. With ``source=True`` (deep paging, which needs the documents) errors propagate.
+        fails. With ``source=True`` (deep paging, which needs the documents) errors propagate. The caller
+        decides what a partial answer (some shards missing) means.
         """
         if budget_s < 0.05 and not source:
             return None
@@ -119,4 +133,4 @@ class Enricher:
                     {"error.type": type(exc).__name__, "search.fetch.ids": len(ids)},
                 )
                 return None
-        return {str(h["_id"]): h for h in resp.body["hits"]["hits"]}
+        return Fetched({str(h["_id"]): h for h in resp.body["hits"]["hits"]}, ShardReport.from_body(resp.body))

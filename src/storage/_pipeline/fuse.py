@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import ClientClosed, ConfigurationError, IndexNotFound, SearchError, SearchFailed
+from .._errors import ClientClosed, ConfigurationError, IndexNotFound, PartialResults, SearchError, SearchFailed
 from .._fusion import FusedHit, LegHit, fuse
 from .._logging import event
 from .plan import Plan
@@ -36,9 +36,20 @@ class Fused:
 
 
 def raise_if_failed(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> None:
-    """Nothing to fuse: every leg failed, or one did and the search is strict."""
+    """Nothing acceptable to fuse: every leg failed, or one did (or answered from only some shards) and the
+    search is strict. A partial leg is not a failed leg: it takes part in fusion, the response says
+    ``partial``."""
     failed = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
     if not failed or not (plan.strict or len(failed) == len(outcomes)):
+        partial = {leg: o.shards for leg, o in outcomes.items() if o.partial}
+        if partial and plan.strict:
+            raise PartialResults(
+                "; ".join(
+                    f"{leg} leg answered from {s.successful} of {s.total} shards" for leg, s in partial.items() if s
+                )
+                + " (strict=True does not accept partial results)",
+                shards=partial,
+            )
         return
     errors = list(failed.values())
     if all(isinstance(e, IndexNotFound) for e in errors):

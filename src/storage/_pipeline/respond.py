@@ -30,6 +30,7 @@ def leg_report(o: LegOutcome) -> LegReport:
         embed_ms=round(o.embed_ms, 3) if o.embed_ms is not None else None,
         reason=o.error.reason if o.error else None,
         error=f"{type(o.error).__name__}: {o.error}" if o.error else None,
+        shards=o.shards if o.error is None else None,
     )
 
 
@@ -71,6 +72,8 @@ def build_response(
         recovery=list(state.recovery),
         round_trip=plan.round_trip,
         highlights_complete=highlights_complete,
+        partial=any(o.partial for o in state.outcomes.values()),
+        partial_legs=sorted(leg for leg, o in state.outcomes.items() if o.partial),
         ordered_by="rerank" if ranked.reranked else "fusion",
         rerank=ranked.report,
         latency_ms=state.elapsed_s() * 1000,
@@ -100,12 +103,18 @@ def log_search(
         fields[f"search.legs.{leg}.hits"] = len(o.hits)
         if o.error is not None:
             fields[f"search.legs.{leg}.reason"] = o.error.reason
+        elif o.partial and o.shards is not None:
+            fields[f"search.legs.{leg}.shards_failed"] = o.shards.failed
+            fields[f"search.legs.{leg}.timed_out"] = o.shards.timed_out
     if response is not None:
         fields["search.overlap"] = response.overlap
         fields["search.fusion.method"] = response.fusion["method"]
         fields["search.fusion.k"] = response.fusion["k"]
         fields["search.hits"] = len(response.hits)
         fields["search.degraded"] = response.degraded
+        fields["search.partial"] = response.partial
+        if response.partial:
+            fields["search.partial_legs"] = response.partial_legs
         if response.degraded:
             fields["search.legs_failed"] = response.legs_failed
             fields["search.degraded_reason"] = response.degraded_reason
@@ -135,6 +144,7 @@ def log_search(
 def mark_span(search_span: SpanLike, response: SearchResponse) -> None:
     search_span.set_attribute("search.hits", len(response.hits))
     search_span.set_attribute("search.degraded", response.degraded)
+    search_span.set_attribute("search.partial", response.partial)
     search_span.set_attribute("search.ordered_by", response.ordered_by)
     if response.recovery:
         search_span.set_attribute("search.recovery", response.recovery)

@@ -15,13 +15,25 @@ from typing import Any
 
 from .._backend import Backend
 from .._errors import DependencyError, IndexNotFound, SearchError
-from .._errors_map import error_type, timeout_error
+from .._errors_map import error_type, shards_unavailable, timeout_error
 from .._queries import bm25_fuzzy_request, bm25_request, knn_request, msearch_body
+from .._settings import SearchSettings
 from .._tracing import mark_error, span
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Retriever", "error_reason"]
+__all__ = ["Retriever", "error_reason", "server_side"]
+
+
+def server_side(body: dict[str, Any], settings: SearchSettings, remaining_s: float) -> dict[str, Any]:
+    """``body`` with a server-side ``timeout`` (so Elasticsearch stops work the client has given up on: 90 %
+    of what is left of the budget, unless ``search_timeout_s`` says otherwise) and, when partial results
+    are not allowed, ``allow_partial_search_results: false`` (a request parameter, popped by the caller)."""
+    timeout = settings.search_timeout_s if settings.search_timeout_s is not None else 0.9 * remaining_s
+    out = {**body, "timeout": f"{max(int(timeout * 1_000_000), 1)}micros"}
+    if not settings.allow_partial_search_results:
+        out["allow_partial_search_results"] = False
+    return out
 
 
 class Retriever:
@@ -82,8 +94,10 @@ class Retriever:
 
     async def _search_leg(self, out: LegOutcome, index: str, body: dict[str, Any]) -> None:
         es = self._b.leg_es
-        resp = await self._b.es_call(lambda: es.search(index=index, **body), deadline_s=self._b.settings.leg_timeout_s)
-        out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
+        budget = self._b.settings.leg_timeout_s
+        full = server_side(body, self._b.settings, budget)
+        resp = await self._b.es_call(lambda: es.search(index=index, **full), deadline_s=budget)
+        out.answered(resp.body)
 
     async def _knn_leg(self, out: LegOutcome, plan: Plan) -> None:
         t0 = time.perf_counter()
@@ -97,8 +111,9 @@ class Retriever:
         )
         es = self._b.leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
-        resp = await self._b.es_call(lambda: es.search(index=plan.target, **body), deadline_s=remaining)
-        out.hits, out.took_ms = list(resp.body["hits"]["hits"]), resp.body.get("took")
+        full = server_side(body, self._b.settings, remaining)
+        resp = await self._b.es_call(lambda: es.search(index=plan.target, **full), deadline_s=remaining)
+        out.answered(resp.body)
 
     async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
         """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
@@ -123,7 +138,7 @@ class Retriever:
                         num_candidates=plan.candidates,
                         similarity=plan.similarity,
                     )
-                    searches += [{"index": plan.target}, msearch_body(body)]
+                    searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                     order.append("knn")
                 except TimeoutError:
                     knn.error = timeout_error("knn", "embeddings", budget)
@@ -134,7 +149,8 @@ class Retriever:
                 body = bm25_request(
                     plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
                 )
-                searches = [{"index": plan.target}, msearch_body(body), *searches]
+                item = self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
+                searches = [*item, *searches]
                 order.insert(0, "bm25")
             if searches:
                 remaining = max(budget - (time.perf_counter() - t0), 0.001)
@@ -146,8 +162,7 @@ class Retriever:
                         if "error" in item:
                             outcomes[leg].error = _msearch_item_error(item)
                         else:
-                            outcomes[leg].hits = list(item["hits"]["hits"])
-                            outcomes[leg].took_ms = item.get("took")
+                            outcomes[leg].answered(item)
                 except TimeoutError:
                     for leg in order:
                         outcomes[leg].error = timeout_error(leg, "elasticsearch", budget)
@@ -160,6 +175,13 @@ class Retriever:
                 if o.error is not None:
                     mark_error(ms_span, o.error, reason=o.error.reason)
         return outcomes
+
+    def _msearch_item(self, index: str, body: dict[str, Any], remaining_s: float) -> list[dict[str, Any]]:
+        full = server_side(body, self._b.settings, max(remaining_s, 0.001))
+        header: dict[str, Any] = {"index": index}
+        if "allow_partial_search_results" in full:
+            header["allow_partial_search_results"] = full.pop("allow_partial_search_results")
+        return [header, msearch_body(full)]
 
 
 def error_reason(body: Any) -> str:
@@ -174,9 +196,9 @@ def _msearch_item_error(item: Mapping[str, Any]) -> SearchError:
     kind = error_type({"error": error}) if isinstance(error, Mapping) else None
     if status == 404 and kind == "index_not_found_exception":
         return IndexNotFound(f"index not found: {error_reason(item)}; call ensure_index()")
+    message = f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}"
+    if kind == "search_phase_execution_exception" and status in (503, 504):
+        return shards_unavailable(message, status)
     return DependencyError(
-        f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}",
-        dependency="elasticsearch",
-        status=status if isinstance(status, int) else None,
-        reason="http_error",
+        message, dependency="elasticsearch", status=status if isinstance(status, int) else None, reason="http_error"
     )

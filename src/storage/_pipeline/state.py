@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import SearchError
-from .._models import Leg
+from .._models import Leg, ShardReport
 from .plan import Plan
 
 __all__ = ["LegOutcome", "SearchState"]
@@ -32,6 +32,18 @@ class LegOutcome:
     pit_id: str | None = None
     #: What the leg was waiting on (for a timeout's error): "elasticsearch" or "embeddings".
     waiting_on: Literal["elasticsearch", "embeddings"] = "elasticsearch"
+    #: How many shards answered (``_shards`` and ``timed_out`` of the response).
+    shards: ShardReport | None = None
+
+    def answered(self, body: Any) -> None:
+        """Take a search response body: its hits, its server time and its shard report."""
+        self.hits = list(body["hits"]["hits"])
+        self.took_ms = body.get("took")
+        self.shards = ShardReport.from_body(body)
+
+    @property
+    def partial(self) -> bool:
+        return self.error is None and self.shards is not None and self.shards.partial
 
 
 @dataclass

@@ -1,184 +1,44 @@
-"""A real Elasticsearch on 127.0.0.1 without Docker: fetched from Maven Central, run as a local process.
-
-This is how development machines and CI get a real server. It:
-
-1. fetches ``org.elasticsearch.distribution.integ-test-zip:elasticsearch:<version>:zip`` with the ordinary
-   Maven client (``mvn dependency:copy``) into a cache directory, reused when present;
-2. unpacks it (keeping the executable bits);
-3. picks a JDK from ``ES_JAVA_HOME`` or ``/usr/lib/jvm`` that fits the version (8.x: Java 17+,
-   9.x: Java 21+), preferring the oldest that fits (the best-tested one);
-4. starts it bound to 127.0.0.1 on free ports with a small heap, ``discovery.type=single-node`` and
-   security off, and waits until the cluster is yellow or green;
-5. stops it with SIGTERM to its process group, then SIGKILL after a grace period.
-
-No orphan JVMs: the launcher process group is stopped on exit, on exceptions, on SIGINT/SIGTERM (via the
-context manager / ``atexit``), and, if the Python process dies hard, the kernel sends the Elasticsearch
-launcher SIGTERM (``PR_SET_PDEATHSIG``); the server JVM exits when its launcher's pipe closes.
-
-Command line::
-
-    python -m storage.local_es run      # start, print the URL, wait for Ctrl-C, stop
-    python -m storage.local_es start    # start in the background, print the URL and PID
-    python -m storage.local_es stop     # stop the one started by `start`
-    python -m storage.local_es fetch    # only download and unpack
-"""
+"""One Elasticsearch node run from the integ-test distribution (see the package docstring)."""
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import base64
 import contextlib
-import ctypes
 import json
-import logging
 import os
-import re
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-__all__ = [
-    "DEFAULT_VERSION",
-    "LocalCluster",
-    "LocalElasticsearch",
-    "LocalElasticsearchError",
-    "default_cache_dir",
-    "find_java_home",
-    "url_or_local",
-]
+from ._host import (
+    _ARTIFACT,
+    _MAVEN_DEPENDENCY_PLUGIN,
+    DEFAULT_HEAP,
+    DEFAULT_START_TIMEOUT_S,
+    DEFAULT_STOP_TIMEOUT_S,
+    DEFAULT_VERSION,
+    LocalElasticsearchError,
+    _chown_tree,
+    _ensure_service_user,
+    _free_port,
+    _set_parent_death_signal,
+    _stop_group,
+    default_cache_dir,
+    find_java_home,
+    logger,
+)
 
-logger = logging.getLogger("storage.local_es")
-
-#: The newest 8.x integ-test distribution on Maven Central when this was written (8.19.x is what CI tests).
-DEFAULT_VERSION = "8.19.21"
-#: Enough for tests and the demo; the machine has 2 cores and is shared with the embedding model.
-DEFAULT_HEAP = "512m"
-#: A cold JVM plus a first cluster-state write takes ~15-25 s on 2 cores; leave generous headroom.
-DEFAULT_START_TIMEOUT_S = 180.0
-#: Elasticsearch flushes and closes its shards on SIGTERM; a few seconds is normal.
-DEFAULT_STOP_TIMEOUT_S = 30.0
-_MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
-_ARTIFACT = "org.elasticsearch.distribution.integ-test-zip:elasticsearch:{version}:zip"
-_PR_SET_PDEATHSIG = 1
-#: Elasticsearch refuses to run as root; when started by root, the launcher runs it as this system user.
-SERVICE_USER = "hybrid-es"
-
-
-class LocalElasticsearchError(RuntimeError):
-    """The local Elasticsearch could not be fetched, started or stopped. The message says what to do."""
-
-
-def default_cache_dir() -> Path:
-    """``$ES_LOCAL_CACHE`` if set, else ``./.cache/elasticsearch`` under the current directory."""
-    env = os.environ.get("ES_LOCAL_CACHE")
-    return Path(env) if env else Path.cwd() / ".cache" / "elasticsearch"
-
-
-def required_java_major(version: str) -> int:
-    """Elasticsearch 8.x runs on Java 17+, 9.x on Java 21+."""
-    major = int(version.split(".", 1)[0])
-    if major < 8:
-        raise LocalElasticsearchError(f"Elasticsearch {version} is not supported; use 8.x or 9.x")
-    return 17 if major == 8 else 21
-
-
-def _java_major(java_home: Path) -> int | None:
-    release = java_home / "release"
-    if not (java_home / "bin" / "java").exists() or not release.exists():
-        return None
-    match = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(errors="replace"), re.MULTILINE)
-    return int(match.group(1)) if match else None
-
-
-def find_java_home(version: str, search_root: Path = Path("/usr/lib/jvm")) -> Path:
-    """A JDK that can run this Elasticsearch version: ``ES_JAVA_HOME`` if it fits, else the oldest fitting
-    JDK under ``search_root`` (the oldest supported major is what Elasticsearch's own CI covers most)."""
-    need = required_java_major(version)
-    env = os.environ.get("ES_JAVA_HOME")
-    if env:
-        major = _java_major(Path(env))
-        if major is None or major < need:
-            raise LocalElasticsearchError(
-                f"ES_JAVA_HOME={env} is Java {major}; Elasticsearch {version} needs Java {need}+"
-            )
-        return Path(env)
-    candidates: list[tuple[int, str, Path]] = []
-    if search_root.is_dir():
-        for home in sorted(search_root.iterdir()):
-            if home.is_symlink():
-                continue  # Debian keeps aliases such as java-1.17.0-openjdk-amd64 -> java-17-openjdk-amd64
-            major = _java_major(home)
-            if major is not None and major >= need:
-                candidates.append((major, home.name, home))
-    if not candidates:
-        raise LocalElasticsearchError(
-            f"No JDK {need}+ found under {search_root} for Elasticsearch {version}. "
-            f"Install one (e.g. `apt-get install openjdk-{need}-jdk-headless`) or set ES_JAVA_HOME."
-        )
-    return min(candidates)[2]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ensure_service_user() -> str:
-    """Create the unprivileged system user Elasticsearch runs as when we are root (idempotent)."""
-    import pwd
-
-    try:
-        pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        done = subprocess.run(
-            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode not in (0, 9):  # 9: created meanwhile by another process
-            raise LocalElasticsearchError(
-                f"Elasticsearch cannot run as root and `useradd {SERVICE_USER}` failed: {done.stderr.strip()}. "
-                "Run as a normal user or set ES_URL."
-            ) from None
-    return SERVICE_USER
-
-
-def _chown_tree(root: Path, user: str) -> None:
-    shutil.chown(root, user, user)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (*dirnames, *filenames):
-            with contextlib.suppress(FileNotFoundError):
-                os.chown(Path(dirpath) / name, *_uid_gid(user), follow_symlinks=False)
-
-
-def _uid_gid(user: str) -> tuple[int, int]:
-    import pwd
-
-    entry = pwd.getpwnam(user)
-    return entry.pw_uid, entry.pw_gid
-
-
-def _set_parent_death_signal() -> None:
-    """Runs in the child between fork and exec: SIGTERM it when the parent thread dies (Linux only)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+__all__ = ["LocalElasticsearch"]
 
 
 @dataclass
@@ -214,6 +74,7 @@ class LocalElasticsearch:
     single_node: bool = True
 
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _started_once: bool = field(default=False, init=False, repr=False)
     http_port: int | None = field(default=None, init=False)
     transport_port: int | None = field(default=None, init=False)
 
@@ -238,8 +99,10 @@ class LocalElasticsearch:
 
     @property
     def config_dir(self) -> Path:
-        """The node's configuration: the distribution's own, or a per-instance copy when secured."""
-        return self.instance_dir / "config" if self.security else self.home / "config"
+        """The node's own copy of the distribution's configuration. Nodes never share a writable config
+        (Elasticsearch writes its keystore there at the first start: three nodes starting together on one
+        shared ``config/`` raced for ``elasticsearch.keystore.tmp``)."""
+        return self.instance_dir / "config"
 
     @property
     def ca_cert(self) -> Path:
@@ -314,6 +177,12 @@ class LocalElasticsearch:
             return self.url
         home = self.fetch()
         java_home = find_java_home(self.version)
+        if self.ephemeral and not self._started_once:
+            # Left over by a run that died before stop(): old cluster state would keep a new cluster of the
+            # same node names from forming. A restart (after kill or stop) keeps its data.
+            shutil.rmtree(self.instance_dir, ignore_errors=True)
+        self._started_once = True
+        self._prepare_config(home)
         data = self.instance_dir / "data"
         logs = self.instance_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
@@ -352,13 +221,11 @@ class LocalElasticsearch:
             "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap} {os.environ.get('ES_LOCAL_JAVA_OPTS', '')}",
         }
         env.pop("JAVA_HOME", None)
-        if self.security:
-            env["ES_PATH_CONF"] = str(self.config_dir)
+        env["ES_PATH_CONF"] = str(self.config_dir)
         run_as: str | None = None
         if os.geteuid() == 0:
             run_as = _ensure_service_user()
-            _chown_tree(self.instance_dir, run_as)
-            _chown_tree(home / "config", run_as)  # it writes a keystore and jvm.options.d there
+            _chown_tree(self.instance_dir, run_as)  # data, logs and its config (keystore, jvm.options.d)
             env["HOME"] = str(self.instance_dir)
         out = (logs / "console.log").open("ab")
         started = time.monotonic()
@@ -405,10 +272,24 @@ class LocalElasticsearch:
         )
         return self.url
 
+    def _prepare_config(self, home: Path) -> None:
+        """This node's config directory: a copy of the distribution's, made once (atomically: a crash while
+        copying leaves no half-made directory); a keystore left half-written by a crashed start is removed."""
+        config = self.config_dir
+        if not (config / "elasticsearch.yml").exists():
+            partial = self.instance_dir / f".config-partial-{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(home / "config", partial)
+            shutil.rmtree(config, ignore_errors=True)
+            partial.rename(config)
+        with contextlib.suppress(FileNotFoundError):
+            (config / "elasticsearch.keystore.tmp").unlink()
+
     def _prepare_security(self, home: Path, java_home: Path) -> None:
-        """A per-instance config dir with TLS certificates (elasticsearch-certutil) and a file-realm superuser
-        (elasticsearch-users). Made once per instance; a restart reuses it."""
-        config = self.instance_dir / "config"
+        """TLS certificates (elasticsearch-certutil) and a file-realm superuser (elasticsearch-users) in this
+        node's config dir. Made once per instance; a restart reuses them."""
+        config = self.config_dir
         env = {**os.environ, "ES_JAVA_HOME": str(java_home), "ES_PATH_CONF": str(config)}
         env.pop("JAVA_HOME", None)
 
@@ -418,9 +299,8 @@ class LocalElasticsearch:
                 raise LocalElasticsearchError(f"{Path(args[0]).name} failed: {(done.stdout + done.stderr)[-800:]}")
 
         if not (config / "certs" / "node" / "node.crt").exists():
-            shutil.rmtree(config, ignore_errors=True)
-            shutil.copytree(home / "config", config)
             certs = config / "certs"
+            shutil.rmtree(certs, ignore_errors=True)
             certs.mkdir()
             certutil = str(home / "bin" / "elasticsearch-certutil")
             tool(certutil, "ca", "--pem", "--silent", "--out", str(certs / "ca.zip"))
@@ -455,7 +335,7 @@ class LocalElasticsearch:
             code = self.process.poll()
             if code is not None:
                 raise LocalElasticsearchError(
-                    f"Elasticsearch {self.version} exited with code {code} while starting. "
+                    f"Elasticsearch {self.version} (node {self.name}) exited with code {code} while starting. "
                     f"Last log lines:\n{self.log_tail()}"
                 )
             try:
@@ -467,8 +347,8 @@ class LocalElasticsearch:
                 pass
             if time.monotonic() - started > self.start_timeout_s:
                 raise LocalElasticsearchError(
-                    f"Elasticsearch {self.version} did not become ready within {self.start_timeout_s:.0f} s. "
-                    f"Last log lines:\n{self.log_tail()}"
+                    f"Elasticsearch {self.version} (node {self.name}) did not become ready within "
+                    f"{self.start_timeout_s:.0f} s. Last log lines:\n{self.log_tail()}"
                 )
             time.sleep(0.5)
 
@@ -512,176 +392,3 @@ class LocalElasticsearch:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-@dataclass
-class LocalCluster:
-    """``size`` nodes on 127.0.0.1 forming one cluster (all master-eligible data nodes), each a
-    :class:`LocalElasticsearch` with its own ports, data and logs; nodes can be stopped, killed and
-    restarted one at a time (they keep their ports)."""
-
-    size: int = 3
-    name: str = "cluster"
-    version: str = DEFAULT_VERSION
-    heap: str = "384m"
-    cache_dir: Path = field(default_factory=default_cache_dir)
-    ephemeral: bool = True
-    nodes: list[LocalElasticsearch] = field(default_factory=list, init=False)
-
-    def __post_init__(self) -> None:
-        transport = [_free_port() for _ in range(self.size)]
-        names = [f"{self.name}-n{i}" for i in range(self.size)]
-        for i in range(self.size):
-            node = LocalElasticsearch(
-                version=self.version,
-                cache_dir=self.cache_dir,
-                heap=self.heap,
-                name=names[i],
-                ephemeral=self.ephemeral,
-                single_node=False,
-                settings={
-                    "cluster.name": f"hybrid-search-{self.name}",
-                    "node.name": names[i],
-                    "discovery.seed_hosts": ",".join(f"127.0.0.1:{p}" for p in transport),
-                    "cluster.initial_master_nodes": ",".join(names),
-                },
-            )
-            node.http_port, node.transport_port = _free_port(), transport[i]
-            self.nodes.append(node)
-
-    @property
-    def urls(self) -> list[str]:
-        return [n.url for n in self.nodes]
-
-    def start(self) -> list[str]:
-        """Spawn every node, then wait until each answers (the cluster needs a quorum to be ready)."""
-        try:
-            for node in self.nodes:
-                node.start(wait=False)
-            for node in self.nodes:
-                node.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self.urls
-
-    def wait_green(self, timeout_s: float = 120.0) -> None:
-        """Wait until every node is in and every shard is allocated (replicas included)."""
-        deadline = time.monotonic() + timeout_s
-        url = next(n.url for n in self.nodes if n.process is not None)
-        query = f"{url}/_cluster/health?wait_for_status=green&wait_for_nodes={self.size}&timeout=5s"
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(query, timeout=10) as resp:
-                    body = json.load(resp)
-                    if body.get("status") == "green" and body.get("number_of_nodes") == self.size:
-                        return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            time.sleep(0.5)
-        raise LocalElasticsearchError(f"cluster {self.name} did not become green with {self.size} nodes")
-
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
-
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-
-@contextlib.contextmanager
-def url_or_local(name: str, *, heap: str = DEFAULT_HEAP) -> Iterator[str]:
-    """``ES_URL`` if set, else a throwaway local node (stopped on exit): for scripts and benchmarks."""
-    url = os.environ.get("ES_URL")
-    if url:
-        yield url
-        return
-    with LocalElasticsearch(name=f"{name}-{os.getpid()}", ephemeral=True, heap=heap) as node:
-        yield node.url
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stop_group(pgid: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None:
-            proc.poll()  # reap the launcher so the group can empty
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    if proc is not None:
-        proc.wait()
-
-
-# -- command line -----------------------------------------------------------------------------------------
-def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m storage.local_es", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["run", "start", "stop", "fetch"])
-    parser.add_argument("--version", default=os.environ.get("ES_VERSION", DEFAULT_VERSION))
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
-    parser.add_argument("--heap", default=DEFAULT_HEAP)
-    parser.add_argument("--name", default="cli", help="instance name (data and logs live per name)")
-    parser.add_argument("--ephemeral", action="store_true", help="delete the instance's data and logs on stop")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    node = LocalElasticsearch(
-        version=args.version,
-        cache_dir=args.cache_dir,
-        heap=args.heap,
-        name=args.name,
-        ephemeral=args.ephemeral,
-        die_with_parent=args.command != "start",
-    )
-    try:
-        if args.command == "fetch":
-            started = time.monotonic()
-            print(node.fetch(), f"({time.monotonic() - started:.1f} s)")
-        elif args.command == "stop":
-            pid_file = node.instance_dir / "pid"
-            if not pid_file.exists():
-                print("no local Elasticsearch started by `start` is running")
-                return 0
-            _stop_group(int(pid_file.read_text()), DEFAULT_STOP_TIMEOUT_S)
-            pid_file.unlink(missing_ok=True)
-            (node.instance_dir / "url").unlink(missing_ok=True)
-            print("stopped")
-        elif args.command == "start":
-            url = node.start()
-            atexit.unregister(node.stop)  # leave it running; `stop` ends it
-            node.process = None
-            print(f"ES_URL={url}  (pid file: {node.instance_dir / 'pid'}; stop with `python -m storage.local_es stop`)")
-        else:
-            url = node.start()
-            print(f"Elasticsearch {args.version} is running at {url} (pid {node.pid}) - Ctrl-C stops it", flush=True)
-            with contextlib.suppress(KeyboardInterrupt):
-                signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-                while node.process is not None and node.process.poll() is None:
-                    time.sleep(1)
-            node.stop()
-    except LocalElasticsearchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -1,0 +1,164 @@
+"""The machine side of the launcher: JDKs, free ports, the unprivileged user, process groups."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+logger = logging.getLogger("storage.local_es")
+
+#: The newest 8.x integ-test distribution on Maven Central when this was written (8.19.x is what CI tests).
+DEFAULT_VERSION = "8.19.21"
+#: Enough for tests and the demo; the machine has 2 cores and is shared with the embedding model.
+DEFAULT_HEAP = "512m"
+#: A cold JVM plus a first cluster-state write takes ~15-25 s on 2 cores; leave generous headroom.
+DEFAULT_START_TIMEOUT_S = 180.0
+#: Elasticsearch flushes and closes its shards on SIGTERM; a few seconds is normal.
+DEFAULT_STOP_TIMEOUT_S = 30.0
+_MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
+_ARTIFACT = "org.elasticsearch.distribution.integ-test-zip:elasticsearch:{version}:zip"
+_PR_SET_PDEATHSIG = 1
+#: Elasticsearch refuses to run as root; when started by root, the launcher runs it as this system user.
+SERVICE_USER = "hybrid-es"
+
+
+class LocalElasticsearchError(RuntimeError):
+    """The local Elasticsearch could not be fetched, started or stopped. The message says what to do."""
+
+
+def default_cache_dir() -> Path:
+    """``$ES_LOCAL_CACHE`` if set, else ``./.cache/elasticsearch`` under the current directory."""
+    env = os.environ.get("ES_LOCAL_CACHE")
+    return Path(env) if env else Path.cwd() / ".cache" / "elasticsearch"
+
+
+def required_java_major(version: str) -> int:
+    """Elasticsearch 8.x runs on Java 17+, 9.x on Java 21+."""
+    major = int(version.split(".", 1)[0])
+    if major < 8:
+        raise LocalElasticsearchError(f"Elasticsearch {version} is not supported; use 8.x or 9.x")
+    return 17 if major == 8 else 21
+
+
+def _java_major(java_home: Path) -> int | None:
+    release = java_home / "release"
+    if not (java_home / "bin" / "java").exists() or not release.exists():
+        return None
+    match = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(errors="replace"), re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def find_java_home(version: str, search_root: Path = Path("/usr/lib/jvm")) -> Path:
+    """A JDK that can run this Elasticsearch version: ``ES_JAVA_HOME`` if it fits, else the oldest fitting
+    JDK under ``search_root`` (the oldest supported major is what Elasticsearch's own CI covers most)."""
+    need = required_java_major(version)
+    env = os.environ.get("ES_JAVA_HOME")
+    if env:
+        major = _java_major(Path(env))
+        if major is None or major < need:
+            raise LocalElasticsearchError(
+                f"ES_JAVA_HOME={env} is Java {major}; Elasticsearch {version} needs Java {need}+"
+            )
+        return Path(env)
+    candidates: list[tuple[int, str, Path]] = []
+    if search_root.is_dir():
+        for home in sorted(search_root.iterdir()):
+            if home.is_symlink():
+                continue  # Debian keeps aliases such as java-1.17.0-openjdk-amd64 -> java-17-openjdk-amd64
+            major = _java_major(home)
+            if major is not None and major >= need:
+                candidates.append((major, home.name, home))
+    if not candidates:
+        raise LocalElasticsearchError(
+            f"No JDK {need}+ found under {search_root} for Elasticsearch {version}. "
+            f"Install one (e.g. `apt-get install openjdk-{need}-jdk-headless`) or set ES_JAVA_HOME."
+        )
+    return min(candidates)[2]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ensure_service_user() -> str:
+    """Create the unprivileged system user Elasticsearch runs as when we are root (idempotent)."""
+    import pwd
+
+    try:
+        pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+        done = subprocess.run(
+            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode not in (0, 9):  # 9: created meanwhile by another process
+            raise LocalElasticsearchError(
+                f"Elasticsearch cannot run as root and `useradd {SERVICE_USER}` failed: {done.stderr.strip()}. "
+                "Run as a normal user or set ES_URL."
+            ) from None
+    return SERVICE_USER
+
+
+def _chown_tree(root: Path, user: str) -> None:
+    shutil.chown(root, user, user)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(Path(dirpath) / name, *_uid_gid(user), follow_symlinks=False)
+
+
+def _uid_gid(user: str) -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _set_parent_death_signal() -> None:
+    """Runs in the child between fork and exec: SIGTERM it when the parent thread dies (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stop_group(pgid: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()  # reap the launcher so the group can empty
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait()
+
+
+# -- command line -----------------------------------------------------------------------------------------
