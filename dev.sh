@@ -33,7 +33,9 @@ setup() {
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "== installing the package and its dev dependencies"
     "$VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
-    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[dev]"
+    # The 8.x Python client here: it talks to 8.x and 9.x servers (the 9.x client only to 9.x ones; the
+    # third test pass below runs it from an overlay).
+    "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[dev]" "elasticsearch[async]>=8.14,<9"
     touch "$stamp"
   fi
 }
@@ -77,8 +79,20 @@ run_tests() {
     echo "error: no JDK >= 21 for Elasticsearch $ES_VERSION_NEXT (set ES_JAVA_HOME)" >&2
     return 1
   fi
-  echo "== pytest -m smoke against Elasticsearch $ES_VERSION_NEXT"
+  echo "== pytest -m smoke against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py 8.x)"
   ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m smoke "$@" || status=$?
+  check_no_jvm_left || status=1
+  [ "$status" -eq 0 ] || return "$status"
+  # The 9.x Python client, from an overlay on the same venv (only the two packages differ).
+  local overlay="$REPO/.cache/python-elasticsearch-9"
+  if [ ! -f "$overlay/.installed" ] || [ pyproject.toml -nt "$overlay/.installed" ]; then
+    rm -rf "$overlay"
+    "$py" -m pip install --disable-pip-version-check -q --no-deps --target "$overlay" \
+      "elasticsearch>=9,<10" "elastic-transport>=9.4.1,<10"
+    touch "$overlay/.installed"
+  fi
+  echo "== pytest -m 'smoke or client9' against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py $(PYTHONPATH="$overlay" "$py" -c 'import elasticsearch; print(elasticsearch.__versionstr__)'))"
+  PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m "smoke or client9" "$@" || status=$?
   check_no_jvm_left || status=1
   return "$status"
 }

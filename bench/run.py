@@ -301,9 +301,7 @@ async def haystack_setup(url: str, data: BeirDataset, cached: CachedEmbedder) ->
     """Haystack's hybrid retrieval on the same Elasticsearch, corpus and embeddings: its BM25 and embedding
     retrievers (run concurrently, as its hybrid retriever's pipeline does) joined with RRF."""
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
-    # Haystack checks connectivity with GET / (info), which the minimal integ-test distribution lacks (it is
-    # the rest-root module); in this process, info() answers with the cluster health instead. Everything
-    # Haystack sends for retrieval is its own.
+    # Haystack checks connectivity with GET / (info): the local node answers it (storage.local_es plugins).
     import elasticsearch
     from haystack import Document as HDocument
     from haystack.components.joiners import DocumentJoiner
@@ -313,8 +311,6 @@ async def haystack_setup(url: str, data: BeirDataset, cached: CachedEmbedder) ->
     )
     from haystack_integrations.document_stores.elasticsearch import ElasticsearchDocumentStore
 
-    elasticsearch.Elasticsearch.info = lambda self, **kw: self.cluster.health()  # type: ignore[assignment, method-assign]
-    elasticsearch.AsyncElasticsearch.info = lambda self, **kw: self.cluster.health()  # type: ignore[assignment, method-assign]
     sync_es = elasticsearch.Elasticsearch(url)
     sync_es.options(ignore_status=404).indices.delete(index="bench-haystack")
     sync_es.close()

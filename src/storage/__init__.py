@@ -13,6 +13,7 @@ The front door::
 from ._client import ProgressCallback, QuerySyntax, SearchClient
 from ._errors import (
     AccessDenied,
+    AnalyzerUnavailable,
     AuthenticationFailed,
     CircuitOpen,
     ClientClosed,
@@ -22,6 +23,7 @@ from ._errors import (
     DependencyUnavailable,
     DimensionMismatch,
     ElasticsearchNotConfigured,
+    IncompatibleServer,
     IndexNotFound,
     InvalidDocument,
     InvalidQuery,
@@ -54,6 +56,7 @@ from ._syntax import QuerySyntaxError
 __all__ = [
     "DEFAULT_RRF_K",
     "AccessDenied",
+    "AnalyzerUnavailable",
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
@@ -69,6 +72,7 @@ __all__ = [
     "Filter",
     "FusedHit",
     "FusionMethod",
+    "IncompatibleServer",
     "IndexNotFound",
     "IndexProgress",
     "IndexReport",

@@ -6,6 +6,9 @@
     ├── ConfigurationError              wrong set-up, found at start-up
     │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
     │   ├── DimensionMismatch           index vectors != embedder vectors (or another model built it)
+    │   ├── AnalyzerUnavailable         the configured analyzer (ES_ANALYZER) does not exist on the server;
+    │   │                               raised by ensure_index() before anything is created
+    │   ├── IncompatibleServer          client and server majors cannot talk (9.x client, 8.x server)
     │   ├── AuthenticationFailed        401: credentials rejected (wrong, expired, revoked); never retried
     │   ├── AccessDenied                403: the credentials lack a privilege for this index or action
     │   ├── TLSFailed                   the server's certificate could not be verified (or TLS mismatch)
@@ -40,6 +43,7 @@ from typing import Literal
 
 __all__ = [
     "AccessDenied",
+    "AnalyzerUnavailable",
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
@@ -49,6 +53,7 @@ __all__ = [
     "DependencyUnavailable",
     "DimensionMismatch",
     "ElasticsearchNotConfigured",
+    "IncompatibleServer",
     "IndexNotFound",
     "InvalidDocument",
     "InvalidQuery",
@@ -88,6 +93,18 @@ class DimensionMismatch(ConfigurationError):
     """The index was built for other vectors than the embedder produces."""
 
     reason = "dimension_mismatch"
+
+
+class AnalyzerUnavailable(ConfigurationError):
+    """The analyzer configured for ``title``/``text`` does not exist on this server (nothing was created)."""
+
+    reason = "analyzer_unavailable"
+
+
+class IncompatibleServer(ConfigurationError):
+    """The installed ``elasticsearch`` client cannot talk to this server's major version."""
+
+    reason = "incompatible_server"
 
 
 class AuthenticationFailed(ConfigurationError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from ._errors import (
     ConfigurationError,
     DependencyError,
     DependencyUnavailable,
+    IncompatibleServer,
     IndexNotFound,
     SearchError,
     TLSFailed,
@@ -31,12 +33,16 @@ from ._errors import (
 
 __all__ = [
     "error_type",
+    "incompatible_server",
     "map_embedding_error",
     "map_es_error",
     "map_provider_error",
     "shards_unavailable",
     "timeout_error",
 ]
+
+
+_CLIENT_VERSION = importlib.metadata.version("elasticsearch")
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -89,6 +95,19 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
+def incompatible_server(body: Any) -> IncompatibleServer | None:
+    """The 9.x Python client sends ``compatible-with=9`` on every request; an 8.x server rejects it with a
+    ``media_type_header_exception`` (the 8.x client works with both, through REST API compatibility)."""
+    if error_type(body) != "media_type_header_exception":
+        return None
+    return IncompatibleServer(
+        f"this Elasticsearch server rejects the client's API version{_root_cause(body)}: the installed "
+        f"`elasticsearch` Python client is {_CLIENT_VERSION}. An 8.x server needs the 8.x client "
+        "(`pip install 'elasticsearch[async]>=8.14,<9'`, which also works with 9.x servers); the 9.x client "
+        "needs a 9.x server"
+    )
+
+
 def map_es_error(exc: BaseException) -> SearchError:
     """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
     if isinstance(exc, SearchError):
@@ -113,6 +132,8 @@ def map_es_error(exc: BaseException) -> SearchError:
         )
     if isinstance(exc, elasticsearch.ApiError):
         status = exc.meta.status if exc.meta is not None else None
+        if (mismatch := incompatible_server(exc.body)) is not None:
+            return mismatch
         if status == 404 and error_type(exc.body) == "index_not_found_exception":
             return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
         if error_type(exc.body) == "search_phase_execution_exception" and status in (503, 504):

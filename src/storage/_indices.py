@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from ._backend import Backend
-from ._errors import AccessDenied, ConfigurationError, DimensionMismatch, IndexNotFound
-from ._errors_map import error_type
+from ._errors import AccessDenied, AnalyzerUnavailable, ConfigurationError, DimensionMismatch, IndexNotFound
+from ._errors_map import error_type, incompatible_server
 from ._filters import FilterInput
 from ._logging import event
 from ._mapping import index_body, next_index_name, versioned_index_name
@@ -38,14 +38,7 @@ class IndexManager:
         existing = await self._get_index(alias)
         if existing is None:
             name = versioned_index_name(alias, 1)
-            body = self._index_body()
-            resp = await b.es_call(
-                lambda: b.es.options(ignore_status=400).indices.create(
-                    index=name, aliases={alias: {"is_write_index": True}}, **body
-                )
-            )
-            if resp.meta.status == 400 and error_type(resp.body) != "resource_already_exists_exception":
-                raise ConfigurationError(f"could not create index {name}: {error_reason(resp.body)}")
+            await self._create(name, aliases={alias: {"is_write_index": True}})
             existing = await self._get_index(alias)
             if existing is None:  # pragma: no cover - deleted between our calls
                 raise IndexNotFound(f"index {name} vanished right after creation")
@@ -63,7 +56,8 @@ class IndexManager:
         )
         names = list(resp.body) if resp.meta.status == 200 else []
         name = next_index_name(self.alias, names)
-        await b.es_call(lambda: b.es.indices.create(index=name, **self._index_body()))
+        if not await self._create(name):
+            raise ConfigurationError(f"index {name} was created meanwhile by someone else; call again")
         return name
 
     async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
@@ -172,6 +166,29 @@ class IndexManager:
             replicas=s.number_of_replicas,
         )
 
+    async def _create(self, name: str, aliases: dict[str, Any] | None = None) -> bool:
+        """Create one index with our mapping; False if it exists already. An analyzer the server lacks is an
+        AnalyzerUnavailable (the create is atomic: nothing was made)."""
+        b, analyzer = self._b, self._b.settings.analyzer
+        extra: dict[str, Any] = {"aliases": aliases} if aliases else {}
+        resp = await b.es_call(
+            lambda: b.es.options(ignore_status=400).indices.create(index=name, **extra, **self._index_body())
+        )
+        if resp.meta.status != 400:
+            return True
+        if error_type(resp.body) == "resource_already_exists_exception":
+            return False
+        if (mismatch := incompatible_server(resp.body)) is not None:
+            raise mismatch
+        reason = error_reason(resp.body)
+        if f"analyzer [{analyzer}]" in reason:
+            raise AnalyzerUnavailable(
+                f"Elasticsearch has no analyzer {analyzer!r} ({reason}); nothing was created. Enable the "
+                "analysis-common module (every full distribution and Elastic Cloud has it; the local launcher "
+                "installs its English subset), or set ES_ANALYZER=standard for an unstemmed index."
+            )
+        raise ConfigurationError(f"could not create index {name}: {reason}")
+
     async def _get_index(self, name: str) -> dict[str, Any] | None:
         b = self._b
         resp = await b.es_call(lambda: b.es.options(ignore_status=404).indices.get(index=name))
@@ -199,6 +216,14 @@ class IndexManager:
                 raise DimensionMismatch(
                     f"index {name} was built with {model!r}, the embedder is {emb.model_id!r}: "
                     "vectors of different models must never share an index"
+                )
+            analyzer = info.get("mappings", {}).get("properties", {}).get("text", {}).get("analyzer", "standard")
+            if analyzer != self._b.settings.analyzer:
+                event(
+                    30,
+                    "index keeps its analyzer; the configured one applies to new index versions",
+                    "index.analyzer_differs",
+                    {"index.name": name, "index.analyzer": analyzer, "analyzer": self._b.settings.analyzer},
                 )
             alias_info = info.get("aliases", {}).get(alias, {})
             if name == alias or alias_info.get("is_write_index") or len(indices) == 1:

@@ -95,12 +95,12 @@ async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(clie
     assert set(top.ranks) == {"bm25", "knn"}
     assert set(top.leg_scores) == {"bm25", "knn"}
     assert 0 < top.normalized_score <= 1
-    assert top.score == pytest.approx(1 / (60 + top.ranks["bm25"]) + 1 / (60 + top.ranks["knn"]))
+    assert top.score == pytest.approx(1 / (10 + top.ranks["bm25"]) + 1 / (10 + top.ranks["knn"]))
     assert any("<em>" in frag for frags in top.highlights.values() for frag in frags)
     assert "embedding" not in top.source
     assert res.fusion == {
         "method": "rrf",
-        "k": 60,
+        "k": 10,
         "weights": {"bm25": 1.0, "knn": 1.0},
         "window": 50,
         "num_candidates": 100,
@@ -295,7 +295,7 @@ async def test_one_structured_event_per_search(client: SearchClient, caplog: pyt
     assert getattr(r, "search.mode") == "hybrid"
     assert len(getattr(r, "search.query_hash")) == 16
     assert getattr(r, "search.legs.knn.hits") > 0
-    assert getattr(r, "search.fusion.k") == 60
+    assert getattr(r, "search.fusion.k") == 10
     assert "secret" not in r.getMessage()
     assert all("secret" not in str(v) for v in r.__dict__.values())
 

@@ -125,7 +125,7 @@ async def test_the_ecs_helper_writes_one_json_document_per_search_with_the_docum
     assert s["mode"] == "hybrid"
     assert len(s["query_hash"]) == 16
     assert s["fusion"]["method"] == "rrf"
-    assert s["fusion"]["k"] == 60
+    assert s["fusion"]["k"] == 10
     assert set(s["legs"]) == {"bm25", "knn"}
     assert all({"latency_ms", "hits"} <= set(leg) for leg in s["legs"].values())
     assert s["degraded"] is False

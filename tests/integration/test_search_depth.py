@@ -153,13 +153,13 @@ async def test_a_misspelt_query_finds_its_document_through_the_fuzzy_retry(clien
         ],
         refresh=True,
     )
-    plain = await client.search("revenu guidanse", mode="bm25")
+    plain = await client.search("revnue guidanse", mode="bm25")
     assert plain.hits == []
     assert plain.recovery == []
-    res = await client.search("revenu guidanse", mode="bm25", recover=True)
+    res = await client.search("revnue guidanse", mode="bm25", recover=True)
     assert res.ids == ["guidance"]
     assert res.recovery == ["fuzzy"]
-    hybrid = await client.search("revenu guidanse", recover=True)
+    hybrid = await client.search("revnue guidanse", recover=True)
     assert hybrid.recovery == ["fuzzy"]
     assert hybrid.hits[0].id == "guidance"
     assert "bm25" in hybrid.hits[0].ranks

@@ -4,6 +4,7 @@ secret-free."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import ssl
@@ -11,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import (
@@ -144,3 +146,80 @@ async def test_an_untrusted_certificate_is_refused_and_a_pinned_one_accepted(sec
     async with _client(secured, ca_certs=None, ssl_assert_fingerprint="00" * 32) as c:
         with pytest.raises(TLSFailed):
             await c.search("revenue", mode="bm25")
+
+
+# -- API keys (the local node has the analysis plugin: the .security index can be created) -----------------
+async def _admin(node: LocalElasticsearch) -> AsyncElasticsearch:
+    return AsyncElasticsearch(
+        node.url, ca_certs=str(node.ca_cert), basic_auth=(node.admin_user, node.admin_password), request_timeout=30
+    )
+
+
+async def _api_key(node: LocalElasticsearch, role: dict[str, object], **extra: object) -> tuple[str, str]:
+    """(id, encoded) of a new key whose privileges are ``role`` (a key can never exceed its creator's)."""
+    admin = await _admin(node)
+    try:
+        created = await admin.security.create_api_key(
+            name=f"hybrid-{uuid.uuid4().hex[:6]}", role_descriptors={"app": role}, **extra
+        )
+    finally:
+        await admin.close()
+    return created["id"], created["encoded"]
+
+
+async def test_an_api_key_limited_to_the_project_indices_indexes_and_searches_through_es_api_key(
+    secured: LocalElasticsearch, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, encoded = await _api_key(secured, APP_ROLE)
+    caplog.set_level(logging.DEBUG)  # from here on: the library's calls only (key creation logs the key)
+    monkeypatch.setenv("ES_API_KEY", encoded)
+    settings = SearchSettings(url=secured.url, index="sec-keyed", ca_certs=str(secured.ca_cert))
+    assert settings.api_key is not None
+    assert encoded not in repr(settings)
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as c:
+        await c.ensure_index()
+        report = await c.index_documents(DOCS[:10], refresh=True)
+        assert report.ok
+        assert len(report.indexed) == 10
+        res = await c.search("revenue note")
+        assert res.hits
+        assert not res.degraded
+        with pytest.raises(AccessDenied):  # the key's role names sec-* only
+            await c.search("revenue", index="other-index")
+    assert encoded not in caplog.text
+
+
+async def test_expired_and_invalidated_api_keys_are_authentication_failed_without_retry_or_secret(
+    secured: LocalElasticsearch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, expiring = await _api_key(secured, APP_ROLE, expiration="1s")
+    revoked_id, revoked = await _api_key(secured, APP_ROLE)
+    admin = await _admin(secured)
+    try:
+        await admin.security.invalidate_api_key(ids=[revoked_id])
+    finally:
+        await admin.close()
+    await asyncio.sleep(1.5)
+    caplog.set_level(logging.DEBUG)  # from here on: the library's calls only (key creation logs the key)
+    errors: list[SearchError] = []
+    for key in (expiring, revoked):
+        async with _client(secured, username=None, password=None, api_key=key) as c:
+            with pytest.raises(AuthenticationFailed) as info:
+                await c.search("revenue")
+            errors.append(info.value)
+            assert c.resilience["elasticsearch"].attempts == 2  # one per leg: a 401 is never retried
+            assert c.resilience["elasticsearch"].state == "closed"
+            assert c.resilience["elasticsearch"].breaker.fail_counter == 0  # the breaker never counts a 401
+    text = " ".join(f"{e!s} {e!r} {e.__cause__!s}" for e in errors) + caplog.text
+    for secret in (expiring, revoked):
+        assert secret not in text
+    print(f"\nexpired key: {errors[0]}\ninvalidated key: {errors[1]}")
+
+
+async def test_an_api_key_without_the_index_privilege_is_access_denied(secured: LocalElasticsearch) -> None:
+    _, encoded = await _api_key(secured, {"indices": [{"names": ["elsewhere-*"], "privileges": ["read"]}]})
+    async with _client(secured, username=None, password=None, api_key=encoded) as c:
+        with pytest.raises(AccessDenied) as info:
+            await c.search("revenue", mode="bm25")
+    assert encoded not in str(info.value)
+    assert c.resilience["elasticsearch"].state == "closed"

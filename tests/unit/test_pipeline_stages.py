@@ -50,7 +50,7 @@ def _down() -> DependencyUnavailable:
 def test_the_plan_stage_fills_defaults_from_the_settings_and_leaves_rerank_off() -> None:
     plan = _plan()
     assert plan.legs == ("bm25", "knn")
-    assert (plan.method, plan.k, plan.window, plan.candidates) == ("rrf", 60, 50, 100)
+    assert (plan.method, plan.k, plan.window, plan.candidates) == ("rrf", 10, 50, 100)
     assert not plan.rerank
     assert plan.target == "docs"
 

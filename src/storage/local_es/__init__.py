@@ -4,7 +4,8 @@ This is how development machines and CI get a real server. It:
 
 1. fetches ``org.elasticsearch.distribution.integ-test-zip:elasticsearch:<version>:zip`` with the ordinary
    Maven client (``mvn dependency:copy``) into a cache directory, reused when present;
-2. unpacks it (keeping the executable bits);
+2. unpacks it (keeping the executable bits) and installs what the minimal distribution lacks, built from
+   its own jars (``_plugins.py``: the ``english`` analyzer and English filters, ``GET /``);
 3. picks a JDK from ``ES_JAVA_HOME`` or ``/usr/lib/jvm`` that fits the version (8.x: Java 17+,
    9.x: Java 21+), preferring the oldest that fits (the best-tested one);
 4. starts it bound to 127.0.0.1 on free ports with a small heap, ``discovery.type=single-node`` and
@@ -16,7 +17,8 @@ context manager / ``atexit``), and, if the Python process dies hard, the kernel 
 launcher SIGTERM (``PR_SET_PDEATHSIG``); the server JVM exits when its launcher's pipe closes.
 
 Layout: ``_host.py`` (the machine: JDKs, ports, the service user, process groups), ``_node.py`` (one node:
-fetch, configure, start, stop), ``_cluster.py`` (several nodes; ``url_or_local`` for scripts),
+fetch, configure, start, stop), ``_plugins.py`` (build and install the plugins; Java in ``plugins/``),
+``_cluster.py`` (several nodes; ``url_or_local`` for scripts),
 ``__main__.py`` (the command line).
 
 Command line::

@@ -33,6 +33,9 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heap", default=DEFAULT_HEAP)
     parser.add_argument("--name", default="cli", help="instance name (data and logs live per name)")
     parser.add_argument("--ephemeral", action="store_true", help="delete the instance's data and logs on stop")
+    parser.add_argument(
+        "--no-plugins", action="store_true", help="the bare minimal distribution (no english analyzer, no GET /)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     node = LocalElasticsearch(
@@ -42,6 +45,7 @@ def _main(argv: list[str] | None = None) -> int:
         name=args.name,
         ephemeral=args.ephemeral,
         die_with_parent=args.command != "start",
+        plugins=not args.no_plugins,
     )
     try:
         if args.command == "fetch":

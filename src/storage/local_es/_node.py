@@ -37,6 +37,7 @@ from ._host import (
     find_java_home,
     logger,
 )
+from ._plugins import install_plugins
 
 __all__ = ["LocalElasticsearch"]
 
@@ -72,6 +73,9 @@ class LocalElasticsearch:
     roles: dict[str, dict[str, object]] = field(default_factory=dict)
     #: False for a node of a multi-node cluster (``settings`` then carry the discovery settings).
     single_node: bool = True
+    #: Build and install the English-analysis and ``GET /`` plugins (see ``_plugins``). False runs the bare
+    #: minimal distribution (unpacked separately, so both can be used side by side).
+    plugins: bool = True
 
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_once: bool = field(default=False, init=False, repr=False)
@@ -85,7 +89,8 @@ class LocalElasticsearch:
 
     @property
     def home(self) -> Path:
-        return self.cache_dir / "dist" / f"elasticsearch-{self.version}"
+        suffix = "" if self.plugins else "-minimal"
+        return self.cache_dir / "dist" / f"elasticsearch-{self.version}{suffix}"
 
     @property
     def instance_dir(self) -> Path:
@@ -177,6 +182,8 @@ class LocalElasticsearch:
             return self.url
         home = self.fetch()
         java_home = find_java_home(self.version)
+        if self.plugins:
+            install_plugins(home, self.version, java_home, self.cache_dir / "plugins")
         if self.ephemeral and not self._started_once:
             # Left over by a run that died before stop(): old cluster state would keep a new cluster of the
             # same node names from forming. A restart (after kill or stop) keeps its data.

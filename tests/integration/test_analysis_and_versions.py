@@ -1,0 +1,119 @@
+"""The production-like local node: English stemming by default, `GET /`, and which client/server majors talk.
+
+The local launcher installs two plugins built from the distribution's own jars (storage.local_es._plugins);
+these tests run on such a node, so they prove both the plugins and what the library does with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import elasticsearch
+import pytest
+from elasticsearch import AsyncElasticsearch
+
+from embeddings import HashingEmbedder
+from storage import AnalyzerUnavailable, Document, IncompatibleServer, SearchClient, SearchSettings
+from storage._errors_map import map_es_error
+from storage.local_es import DEFAULT_VERSION, LocalElasticsearch
+
+CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
+DOCS = [
+    Document(id="a", title="Runners", text="The runners were running through the hills"),
+    Document(id="b", title="Studies", text="Studies of mice and of a mouse"),
+    Document(id="c", title="Other", text="Nothing related here at all"),
+]
+
+
+def _client(settings: SearchSettings, **changes: object) -> SearchClient:
+    return SearchClient.from_settings(settings.model_copy(update=changes), embedder=HashingEmbedder(dimensions=64))
+
+
+@pytest.mark.smoke
+async def test_the_default_analyzer_stems_english(settings: SearchSettings, es: AsyncElasticsearch) -> None:
+    assert SearchSettings.model_fields["analyzer"].default == "english"
+    async with _client(settings) as c:
+        index = await c.ensure_index()
+        await c.index_documents(DOCS, refresh=True)
+        mapping = await es.indices.get_mapping(index=index)
+        assert mapping[index]["mappings"]["properties"]["text"]["analyzer"] == "english"
+        assert [h.id for h in (await c.search("run", mode="bm25")).hits] == ["a"]
+        assert [h.id for h in (await c.search("study", mode="bm25")).hits] == ["b"]
+        assert (await c.search("the", mode="bm25")).hits == []  # a stopword matches nothing
+
+
+async def test_an_analyzer_the_server_lacks_is_a_typed_error_and_creates_nothing(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    async with _client(settings, analyzer="klingon") as c:
+        with pytest.raises(AnalyzerUnavailable) as info:
+            await c.ensure_index()
+        assert "ES_ANALYZER=standard" in str(info.value)
+        assert "analysis-common" in str(info.value)
+        with pytest.raises(AnalyzerUnavailable):
+            await c.create_index_version()
+    assert not (await es.indices.get(index=f"{settings.index}*", expand_wildcards="all")).body
+
+
+async def test_an_existing_index_keeps_its_analyzer_until_a_new_version_is_promoted(
+    settings: SearchSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with _client(settings, analyzer="standard") as old:
+        await old.ensure_index()
+        await old.index_documents(DOCS, refresh=True)
+        assert (await old.search("run", mode="bm25")).hits == []  # unstemmed: "run" is not "running"
+    caplog.set_level(logging.WARNING, logger="storage")
+    async with _client(settings) as c:  # now configured with the default (english)
+        await c.ensure_index()
+        assert any(getattr(r, "event.action", None) == "index.analyzer_differs" for r in caplog.records)
+        assert (await c.search("run", mode="bm25")).hits == []  # the existing index kept its analyzer
+        new = await c.create_index_version()
+        await c.index_documents(DOCS, index=new, refresh=True)
+        await c.promote_index(new, delete_old=True)
+        assert [h.id for h in (await c.search("run", mode="bm25")).hits] == ["a"]
+
+
+@pytest.mark.smoke
+async def test_get_root_answers_like_a_full_distribution(es: AsyncElasticsearch) -> None:
+    info = await es.info()
+    assert info["version"]["number"]
+    assert info["cluster_uuid"]
+    assert info["tagline"] == "You Know, for Search"
+    assert info.meta.headers["x-elastic-product"] == "Elasticsearch"
+    assert await es.ping()
+
+
+@pytest.mark.smoke
+async def test_an_api_version_the_server_rejects_is_incompatible_server(es: AsyncElasticsearch) -> None:
+    """What the 9.x client sends on every request (`compatible-with=9`): an 8.x server rejects it, and the
+    rejection maps to IncompatibleServer with the fix; a 9.x server accepts it."""
+    server_major = int((await es.info())["version"]["number"].split(".")[0])
+    compat9 = "application/vnd.elasticsearch+json; compatible-with=9"
+    try:
+        await es.perform_request("GET", "/_cluster/health", headers={"accept": compat9})
+    except elasticsearch.ApiError as exc:
+        assert server_major == 8
+        mapped = map_es_error(exc)
+        assert isinstance(mapped, IncompatibleServer)
+        assert "elasticsearch[async]>=8.14,<9" in str(mapped)
+    else:
+        assert server_major >= 9
+
+
+@pytest.mark.client9
+def test_the_9x_client_against_an_8x_server_is_incompatible_server() -> None:
+    """Runs in the 9.x-client pass (deselected when the 8.x client is installed): a real 8.19 node."""
+    import asyncio
+
+    async def check(url: str) -> None:
+        settings = SearchSettings(url=url, index=f"test-{uuid.uuid4().hex[:8]}")
+        async with _client(settings) as c:
+            with pytest.raises(IncompatibleServer, match=r"8\.x server needs the 8\.x client"):
+                await c.ensure_index()
+            with pytest.raises(IncompatibleServer):
+                await c.search("anything")
+
+    assert CLIENT_MAJOR >= 9
+    with LocalElasticsearch(version=DEFAULT_VERSION, name=f"compat-{uuid.uuid4().hex[:6]}", ephemeral=True) as node:
+        asyncio.run(check(node.url))
