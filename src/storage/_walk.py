@@ -61,18 +61,7 @@ class Walker:
         index: str | None = None,
         syntax: QuerySyntax = "plain",
     ) -> SearchPage:
-        """One page of a stable walk through the fused results, past any fusion window.
-
-        The first call (``cursor=None``) opens a point-in-time; pass ``page.next_cursor`` back, with the
-        same arguments, for the next page. When ``next_cursor`` is None the walk is over and its
-        point-in-time closed; :meth:`close_cursor` ends a walk early. The order (see ``storage._paging``):
-        the fusion of each leg's top ``depth`` documents, then the remaining BM25 matches in BM25 order;
-        every document appears once, and writes made during the walk neither appear nor shift pages.
-        A walk is strict: a failed leg raises (the same cursor can be retried), it never degrades, since a
-        page fused from one leg would reorder the walk. :class:`CursorExpired` when the point-in-time has
-        expired (``settings.pit_keep_alive`` between pages); :class:`InvalidQuery` for a cursor made for
-        other arguments.
-        """
+        """One page of a walk; the public contract is documented on ``SearchClient.search_page``."""
         self._b.check_open()
         started = time.perf_counter()
         d = depth if depth is not None else self._b.settings.paging_depth
@@ -148,12 +137,7 @@ class Walker:
         await self._close_pit(pit)
 
     async def walk(self, query: str, *, page_size: int = 10, **options: Any) -> AsyncIterator[SearchPage]:
-        """Every page of a walk (:meth:`search_page` arguments). Use ``contextlib.aclosing`` so that leaving
-        the loop early closes the point-in-time at once::
-
-            async with aclosing(client.walk("q", page_size=50)) as pages:
-                async for page in pages: ...
-        """
+        """Every page of a walk, closing its point-in-time if left early (see ``SearchClient.walk``)."""
         cursor: str | None = None
         try:
             while True:
