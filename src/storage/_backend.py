@@ -69,9 +69,11 @@ class Backend:
 
     @functools.cached_property
     def leg_es(self) -> AsyncElasticsearch:
-        """The client with the leg budget as request timeout, made once: ``options()`` builds a whole client
-        (forty namespaced sub-clients) per call — 0.7 ms per hybrid search when done per leg."""
-        return self.es.options(request_timeout=self.settings.leg_timeout_s)
+        """The client for the legs and the fetch, made once (``options()`` builds a whole client, forty
+        namespaced sub-clients, per call: 0.7 ms per request when done per leg). Its request timeout is the
+        leg budget, but never above ``request_timeout_s``: the transport must time out before the attempt
+        timeout (``request_timeout_s`` + 0.5 s) cancels it, so that it marks the node dead and fails over."""
+        return self.es.options(request_timeout=min(self.settings.leg_timeout_s, self.settings.request_timeout_s))
 
     # -- Elasticsearch ---------------------------------------------------------------------------------
 

@@ -322,8 +322,9 @@ class SearchClient:
         In hybrid mode a failed leg degrades the result (``degraded=True``) unless ``strict=True``;
         if every leg fails, :class:`SearchFailed` carries each leg's typed error.
 
-        Highlights: BM25 hits carry the leg's own; hits it did not return (kNN-only) get theirs from one
-        follow-up request within the leg budget (``highlight=False`` skips it).
+        Two phases: the legs return ids and scores only; after fusion (and rerank) one request fetches the
+        documents and highlights of the page, whichever leg found each hit (``highlight=False`` fetches the
+        documents only); ``response.fetch_ms`` is its time.
         Zero-result recovery (opt-in, reported in ``response.recovery``): ``recover=True`` retries an empty
         BM25 leg with fuzzy matching; ``scopes`` are wider filter sets tried in order while nothing is found
         (``response.scope_tier`` says which served). ``round_trip`` picks two parallel requests or one

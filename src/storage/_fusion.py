@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 __all__ = [
     "DEFAULT_RRF_K",
     "FusedHit",
+    "FusedList",
     "FusionMethod",
     "LegHit",
     "fuse",
+    "fused_list",
     "rrf",
 ]
 
@@ -59,7 +61,7 @@ class FusedHit:
     leg_scores: Mapping[str, float] = field(default_factory=dict)
 
 
-def _validate(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float] | None) -> dict[str, float]:
+def _validate(legs: Mapping[str, object], weights: Mapping[str, float] | None) -> dict[str, float]:
     w = {leg: 1.0 for leg in legs}
     if weights:
         unknown = set(weights) - set(legs)
@@ -72,35 +74,105 @@ def _validate(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]
     return w
 
 
-def _provenance(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, tuple[dict[str, int], dict[str, float]]]:
-    """id -> ({leg: rank}, {leg: raw score}); a duplicate id within one leg keeps its first (best) rank."""
-    out: dict[str, tuple[dict[str, int], dict[str, float]]] = {}
-    for leg, hits in legs.items():
-        for position, hit in enumerate(hits, start=1):
-            ranks, scores = out.setdefault(hit.id, ({}, {}))
-            if leg not in ranks:
-                ranks[leg] = position
-                scores[leg] = hit.score
-    return out
+#: One leg as the core takes it: its ids and raw scores, best first (parallel sequences).
+Ranked = tuple[Sequence[str], Sequence[float]]
 
 
-def _order(
-    scored: dict[str, float], prov: dict[str, tuple[dict[str, int], dict[str, float]]], best: float
-) -> list[FusedHit]:
-    def key(doc_id: str) -> tuple[float, int, int, str]:
-        ranks = prov[doc_id][0]
-        return (-scored[doc_id], -len(ranks), min(ranks.values()), doc_id)
+class FusedList(Sequence[FusedHit]):
+    """The fused order, best first; a :class:`FusedHit` is built only when it is read.
 
-    return [
-        FusedHit(
+    A search fuses two windows (up to 2 × 10,000 hits) and shows ten: building every hit object was most of
+    the fusion's time (2 × 1,000 hits: 10.9 ms, 1.9 ms without). ``len()`` is the number of fused documents;
+    indexing and slicing return :class:`FusedHit` objects (slices as lists); ``ids`` is the order.
+    """
+
+    __slots__ = ("_best", "_leg_scores", "_order", "_ranks", "_scores")
+
+    def __init__(
+        self,
+        order: list[str],
+        scores: dict[str, float],
+        ranks: dict[str, dict[str, int]],
+        leg_scores: dict[str, dict[str, float]],
+        best: float,
+    ) -> None:
+        self._order, self._scores, self._ranks, self._leg_scores, self._best = order, scores, ranks, leg_scores, best
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> FusedHit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[FusedHit]: ...
+
+    def __getitem__(self, index: int | slice) -> FusedHit | list[FusedHit]:
+        if isinstance(index, slice):
+            return [self._hit(doc_id) for doc_id in self._order[index]]
+        return self._hit(self._order[index])
+
+    def __iter__(self) -> Iterator[FusedHit]:
+        return (self._hit(doc_id) for doc_id in self._order)
+
+    def keep(self, wanted: Callable[[str], bool]) -> FusedList:
+        """The same fusion with only the ids ``wanted`` accepts (their scores and ranks unchanged)."""
+        order = [doc_id for doc_id in self._order if wanted(doc_id)]
+        return FusedList(order, self._scores, self._ranks, self._leg_scores, self._best)
+
+    def _hit(self, doc_id: str) -> FusedHit:
+        score, best = self._scores[doc_id], self._best
+        return FusedHit(
             id=doc_id,
-            score=scored[doc_id],
-            normalized_score=min(max(scored[doc_id] / best, 0.0), 1.0) if best > 0 else 0.0,
-            ranks=dict(prov[doc_id][0]),
-            leg_scores=dict(prov[doc_id][1]),
+            score=score,
+            normalized_score=min(max(score / best, 0.0), 1.0) if best > 0 else 0.0,
+            ranks=dict(self._ranks[doc_id]),
+            leg_scores=dict(self._leg_scores[doc_id]),
         )
-        for doc_id in sorted(scored, key=key)
-    ]
+
+
+def _provenance(legs: Mapping[str, Ranked]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """id -> {leg: rank} and id -> {leg: raw score}; a duplicate id within one leg keeps its first (best)
+    rank."""
+    ranks: dict[str, dict[str, int]] = {}
+    raw: dict[str, dict[str, float]] = {}
+    for leg, (ids, scores) in legs.items():
+        for position, (doc_id, score) in enumerate(zip(ids, scores, strict=True), start=1):
+            seen = ranks.get(doc_id)
+            if seen is None:
+                ranks[doc_id] = {leg: position}
+                raw[doc_id] = {leg: score}
+            elif leg not in seen:
+                seen[leg] = position
+                raw[doc_id][leg] = score
+    return ranks, raw
+
+
+def _ordered(
+    scored: dict[str, float], ranks: dict[str, dict[str, int]], raw: dict[str, dict[str, float]], best: float
+) -> FusedList:
+    """Sorted on plain tuples (no key function): higher score, more legs, better best rank, then the id."""
+    keys = sorted(
+        (-score, -len(ranks[doc_id]), min(ranks[doc_id].values()), doc_id) for doc_id, score in scored.items()
+    )
+    return FusedList([key[3] for key in keys], scored, ranks, raw, best)
+
+
+def _rrf(legs: Mapping[str, Ranked], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    w = _validate(legs, weights)
+    ranks, raw = _provenance(legs)
+    # Summed leg by leg in leg order: with two legs this is exactly math.fsum of the two terms.
+    scored = dict.fromkeys(ranks, 0.0)
+    for doc_id, doc_ranks in ranks.items():
+        for leg, rank in doc_ranks.items():
+            scored[doc_id] += w[leg] / (k + rank)
+    return _ordered(scored, ranks, raw, best=math.fsum(w[leg] / (k + 1) for leg in legs))
 
 
 def rrf(
@@ -110,14 +182,7 @@ def rrf(
     weights: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     """Reciprocal Rank Fusion of ranked lists (best first). See the module docstring."""
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    w = _validate(legs, weights)
-    prov = _provenance(legs)
-    scored = {
-        doc_id: math.fsum(w[leg] / (k + rank) for leg, rank in ranks.items()) for doc_id, (ranks, _) in prov.items()
-    }
-    return _order(scored, prov, best=math.fsum(w[leg] / (k + 1) for leg in legs))
+    return list(_rrf(_columns(legs), k=k, weights=weights))
 
 
 def _minmax(scores: Sequence[float]) -> list[float]:
@@ -145,18 +210,14 @@ def _three_sigma(scores: Sequence[float]) -> list[float]:
     return [min(max((s - lo) / (hi - lo), 0.0), 1.0) for s in scores]
 
 
-def _score_fusion(
-    legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float] | None, method: FusionMethod
-) -> list[FusedHit]:
+def _score_fusion(legs: Mapping[str, Ranked], weights: Mapping[str, float] | None, method: FusionMethod) -> FusedList:
     w = _validate(legs, weights)
-    prov = _provenance(legs)
+    ranks, raw = _provenance(legs)
     normalise = {"linear_minmax": _minmax, "linear_zscore": _zscore, "dbsf": _three_sigma}[method]
-    scored: dict[str, float] = dict.fromkeys(prov, 0.0)
+    scored: dict[str, float] = dict.fromkeys(ranks, 0.0)
     best = 0.0
-    for leg, hits in legs.items():
-        first: dict[str, float] = {}
-        for hit in hits:
-            first.setdefault(hit.id, hit.score)
+    for leg in legs:
+        first = {doc_id: leg_scores[leg] for doc_id, leg_scores in raw.items() if leg in leg_scores}
         if not first:
             continue
         ids = list(first)
@@ -164,7 +225,22 @@ def _score_fusion(
         for doc_id, value in zip(ids, normed, strict=True):
             scored[doc_id] += w[leg] * value
         best += w[leg] * max(normed)
-    return _order(scored, prov, best=best)
+    return _ordered(scored, ranks, raw, best=best)
+
+
+def fused_list(
+    legs: Mapping[str, Ranked],
+    *,
+    method: FusionMethod = "rrf",
+    k: int = DEFAULT_RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> FusedList:
+    """:func:`fuse` for legs given as (ids, scores) columns, hits built on demand (what the search uses)."""
+    if method == "rrf":
+        return _rrf(legs, k=k, weights=weights)
+    if method in ("linear_minmax", "linear_zscore", "dbsf"):
+        return _score_fusion(legs, weights, method)
+    raise ValueError(f"unknown fusion method {method!r}")
 
 
 def fuse(
@@ -175,8 +251,8 @@ def fuse(
     weights: Mapping[str, float] | None = None,
 ) -> list[FusedHit]:
     """Fuse ranked lists with the chosen method (``k`` applies to RRF only)."""
-    if method == "rrf":
-        return rrf(legs, k=k, weights=weights)
-    if method in ("linear_minmax", "linear_zscore", "dbsf"):
-        return _score_fusion(legs, weights, method)
-    raise ValueError(f"unknown fusion method {method!r}")
+    return list(fused_list(_columns(legs), method=method, k=k, weights=weights))
+
+
+def _columns(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, Ranked]:
+    return {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in legs.items()}

@@ -238,9 +238,9 @@ class SearchHit(BaseModel):
     source: dict[str, Any] = Field(default_factory=dict)
     #: field -> fragments with the matches in ``<em>``.
     highlights: dict[str, list[str]] = Field(default_factory=dict)
-    #: Where ``highlights`` came from: ``bm25`` (the leg itself), ``followup`` (a follow-up request for a
-    #: hit the BM25 leg did not return, e.g. kNN-only), ``snippet`` (no query term in it: the text's start),
-    #: or None (highlights not requested, or the follow-up did not fit the budget).
+    #: What ``highlights`` are (every hit's come from the one fetch of the page): ``bm25`` (query terms; the
+    #: BM25 leg found the hit), ``followup`` (query terms in a hit only the kNN leg found), ``snippet`` (no
+    #: query term in it: the text's start), or None (highlights not requested).
     highlight_source: Literal["bm25", "followup", "snippet"] | None = None
     #: Deep paging only: the 1-based position of this hit in the whole walk.
     position: int | None = None
@@ -284,17 +284,21 @@ class SearchResponse(BaseModel):
     scope_tier: int = 0
     #: ``parallel`` (two concurrent requests) or ``msearch`` (both legs in one ``_msearch``).
     round_trip: str = "parallel"
-    #: False when highlights were requested but the follow-up for non-BM25 hits failed or ran out of time.
+    #: False when highlights were requested but the fetch of the page answered from only some shards.
     highlights_complete: bool = True
     #: Some shards did not answer a leg (failed, or timed out server-side): its hits, and so the fused list,
     #: may be incomplete. Not ``degraded``: every leg answered. ``partial_legs`` says which, and
-    #: ``legs[leg].shards`` how much.
+    #: ``legs[leg].shards`` how much (``fetch``: the request for the page's documents, whose missing hits
+    #: are then left out).
     partial: bool = False
     partial_legs: list[str] = Field(default_factory=list)
     #: Which score ordered ``hits``: ``fusion`` or ``rerank``.
     ordered_by: Literal["fusion", "rerank"] = "fusion"
     #: The rerank stage's report; None when it did not run.
     rerank: RerankReport | None = None
+    #: The second phase: the one request that fetched the shown hits' documents and highlights (ms; None
+    #: when nothing was fetched). ``latency_ms`` minus the slower leg minus this is the client's own time.
+    fetch_ms: float | None = None
     latency_ms: float = 0.0
     correlation_id: str | None = None
 

@@ -31,20 +31,20 @@ def bm25_request(
     filters: Sequence[dict[str, Any]],
     size: int,
     fields: Sequence[str] = BM25_FIELDS,
-    highlight: bool = True,
     clause: dict[str, Any] | None = None,
+    docvalue_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: BM25 over ``fields`` inside ``bool.filter``.
 
     ``simple_query_string`` with only PHRASE and WHITESPACE: ``"exact phrase"`` works, every other
     character is literal, and no user text can cause a parse error. ``clause`` replaces it with a clause
     built by :mod:`storage._syntax` (the opt-in query syntax).
+
+    Ids and scores only (no ``_source``, no highlights): the documents of the hits that are shown come from
+    one :func:`fetch_request` after fusion. ``docvalue_fields`` (e.g. ``tenant_id``) ride along cheaply.
     """
     query = {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(filters)}}
-    body: dict[str, Any] = {"query": query, "size": size, "source": _SOURCE, "track_total_hits": False}
-    if highlight:
-        body["highlight"] = _highlight()
-    return body
+    return _ids_only({"query": query, "size": size}, docvalue_fields)
 
 
 def bm25_fuzzy_request(
@@ -53,7 +53,7 @@ def bm25_fuzzy_request(
     filters: Sequence[dict[str, Any]],
     size: int,
     fields: Sequence[str] = BM25_FIELDS,
-    highlight: bool = True,
+    docvalue_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The zero-result retry: the same terms with ``fuzziness: AUTO`` (1 edit from 3 letters, 2 from 6),
     the first letter fixed (misspellings rarely change it, and it keeps the expansion cheap)."""
@@ -68,14 +68,14 @@ def bm25_fuzzy_request(
             "lenient": True,
         }
     }
-    body: dict[str, Any] = {
-        "query": {"bool": {"must": [match], "filter": list(filters)}},
-        "size": size,
-        "source": _SOURCE,
-        "track_total_hits": False,
-    }
-    if highlight:
-        body["highlight"] = _highlight()
+    return _ids_only({"query": {"bool": {"must": [match], "filter": list(filters)}}, "size": size}, docvalue_fields)
+
+
+def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str, Any]:
+    body["source"] = False
+    body["track_total_hits"] = False
+    if docvalue_fields:
+        body["docvalue_fields"] = list(docvalue_fields)
     return body
 
 
@@ -83,22 +83,23 @@ def fetch_request(
     text: str,
     ids: Sequence[str],
     *,
-    source: bool,
+    highlight: bool,
     filters: Sequence[dict[str, Any]] = (),
     fields: Sequence[str] = BM25_FIELDS,
+    clause: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One cheap follow-up for given ids: their highlights for ``text`` (a leading snippet when no term
-    matches, e.g. a hit only the kNN leg found) and, if ``source``, their documents. ``filters`` (the
-    search's own, tenant included) apply again, so the follow-up can never return more than the legs."""
-    highlight = _highlight()
-    highlight["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
-    return {
-        "query": {"bool": {"filter": [{"ids": {"values": list(ids)}}, *filters], "should": [_keywords(text, fields)]}},
-        "size": len(ids),
-        "source": _SOURCE if source else False,
-        "highlight": highlight,
-        "track_total_hits": False,
-    }
+    """The second phase: the documents of given ids and, if ``highlight``, their highlights for the query
+    (``clause``, or ``text`` over ``fields``: the BM25 leg's own query, so the fragments are the ones it would
+    have made; a leading snippet where no term matches, e.g. a hit only the kNN leg found). ``filters`` (the
+    search's own, tenant included) apply again, so the fetch can never return more than the legs."""
+    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": list(ids)}}, *filters]}}
+    body: dict[str, Any] = {"query": query, "size": len(ids), "source": _SOURCE, "track_total_hits": False}
+    if highlight:
+        query["bool"]["should"] = [clause or _keywords(text, fields)]
+        spec = _highlight()
+        spec["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
+        body["highlight"] = spec
+    return body
 
 
 def _keywords(text: str, fields: Sequence[str]) -> dict[str, Any]:
@@ -124,9 +125,11 @@ def knn_request(
     k: int,
     num_candidates: int,
     similarity: float | None = None,
+    docvalue_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
-    HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist."""
+    HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
+    scores only, like :func:`bm25_request`."""
     knn: dict[str, Any] = {
         "field": "embedding",
         "query_vector": list(vector),
@@ -137,7 +140,7 @@ def knn_request(
         knn["filter"] = list(filters)
     if similarity is not None:
         knn["similarity"] = similarity
-    return {"knn": knn, "size": k, "source": _SOURCE, "track_total_hits": False}
+    return _ids_only({"knn": knn, "size": k}, docvalue_fields)
 
 
 def knn_query_request(
@@ -163,8 +166,6 @@ def on_pit(
 ) -> dict[str, Any]:
     """``body`` run on a point-in-time (no index: the PIT names it), in a total order, ids only."""
     out = {**body, "pit": {"id": pit_id, "keep_alive": keep_alive}, "sort": PIT_SORT, "track_scores": True}
-    out["source"] = False
-    out.pop("highlight", None)
     if search_after is not None:
         out["search_after"] = list(search_after)
     return out

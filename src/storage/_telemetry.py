@@ -10,7 +10,9 @@ never disagree on a field name. Shipping is asynchronous and bounded:
   trips the search breaker;
 - ``aclose()`` flushes what is buffered, within a deadline.
 
-The index template (``hybrid-search-telemetry``) maps every field the dashboard reads.
+The index template (``hybrid-search-telemetry-<stream name without its namespace>``, one per data stream, so
+clients shipping to different streams of one cluster never replace each other's) maps every field the
+dashboard reads.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ TELEMETRY_FIELDS: dict[str, str] = {
     "search.recovery": "keyword",
     "search.scope_tier": "integer",
     "search.round_trip": "keyword",
+    "search.fetch.latency_ms": "float",
     "search.filters": "keyword",
     "search.fusion.method": "keyword",
     "search.fusion.k": "integer",
@@ -143,11 +146,10 @@ class TelemetrySink:
 
     async def start(self) -> None:
         """Install the index template (idempotent) and start the background shipper."""
-        pattern = self.data_stream.rsplit("-", 1)[0] + "-*"
+        prefix = self.data_stream.rsplit("-", 1)[0]
+        name, template = f"{_TEMPLATE}-{prefix}", index_template(prefix + "-*")
         try:
-            await self.resilience.call(
-                lambda: self._call(self.es.indices.put_index_template(name=_TEMPLATE, **index_template(pattern)))
-            )
+            await self.resilience.call(lambda: self._call(self.es.indices.put_index_template(name=name, **template)))
         except SearchError as exc:  # telemetry never fails the application; documents are dropped instead
             _log.warning("telemetry template not installed: %s", exc)
         self._loop = asyncio.get_running_loop()

@@ -22,11 +22,12 @@ from ._errors import (
     SearchFailed,
 )
 from ._filters import FilterInput
-from ._fusion import FusionMethod, LegHit, fuse
+from ._fusion import FusionMethod, fused_list
 from ._logging import event, query_hash
 from ._models import SearchHit, SearchMode, SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
 from ._pipeline.enrich import Enricher, highlight_origin
+from ._pipeline.fuse import hit_columns
 from ._pipeline.plan import Plan, QuerySyntax, SearchRequest, plan_search
 from ._pipeline.retrieve import Retriever, server_side
 from ._pipeline.state import LegOutcome
@@ -165,7 +166,7 @@ class Walker:
         coros: list[Awaitable[LegOutcome]] = []
         if "bm25" in outcomes:
             body = on_pit(
-                bm25_request(plan.text, filters=plan.clauses, size=depth, highlight=False, clause=plan.bm25_clause),
+                bm25_request(plan.text, filters=plan.clauses, size=depth, clause=plan.bm25_clause),
                 pit,
                 keep_alive,
             )
@@ -184,11 +185,8 @@ class Walker:
         for leg, o in outcomes.items():
             _require_complete(leg, o.shards)
         pit = next((o.pit_id for o in outcomes.values() if o.pit_id), pit)
-        fused = fuse(
-            {
-                leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits]
-                for leg, o in outcomes.items()
-            },
+        fused = fused_list(
+            {leg: hit_columns(o.hits) for leg, o in outcomes.items()},
             method=plan.method,
             k=plan.k,
             weights=plan.weights,
@@ -213,7 +211,7 @@ class Walker:
             in_tail = True
             size = min(2 * (page_size - len(chosen)) + 10, 1000)
             body = on_pit(
-                bm25_request(plan.text, filters=plan.clauses, size=size, highlight=False, clause=plan.bm25_clause),
+                bm25_request(plan.text, filters=plan.clauses, size=size, clause=plan.bm25_clause),
                 pit,
                 keep_alive,
                 tail_after,
@@ -243,17 +241,16 @@ class Walker:
         # 3. The page's documents and highlights: one request on the same point-in-time.
         docs: dict[str, dict[str, Any]] = {}
         if chosen:
-            found = await self._enricher.follow_up(
-                plan.embed_text,
+            found = await self._enricher.fetch(
                 [c[0] for c in chosen],
-                self._b.settings.leg_timeout_s,
-                pit=(pit, keep_alive),
-                source=True,
+                text=plan.embed_text,
+                highlight=plan.highlight,
                 filters=plan.clauses,
+                clause=plan.bm25_clause,
+                pit=(pit, keep_alive),
             )
-            if found is not None:
-                _require_complete("fetch", found.shards)
-            docs = found.hits if found is not None else {}
+            _require_complete("fetch", found.shards)
+            docs = found.hits
             if plan.tenant_id is not None:
                 wrong = [c for c in chosen if docs.get(c[0], {}).get("_source", {}).get("tenant_id") != plan.tenant_id]
                 if wrong:
@@ -278,7 +275,7 @@ class Walker:
                     leg_scores=leg_scores,
                     source=h.get("_source") or {},
                     highlights=highlight,
-                    highlight_source=highlight_origin(highlight) if plan.highlight else None,
+                    highlight_source=highlight_origin(highlight, bm25_hit="bm25" in ranks) if plan.highlight else None,
                     position=position,
                 )
             )

@@ -108,7 +108,7 @@ async def test_cluster_down_opens_the_breaker_fails_fast_and_recovers_with_one_p
         results = await asyncio.gather(*(c.search("revenue", mode="bm25") for _ in range(20)), return_exceptions=True)
         ok = [r for r in results if not isinstance(r, BaseException)]
         assert len(ok) == 1
-        assert proxy.requests - before == 1  # exactly one probe
+        assert proxy.requests - before == 2  # exactly one probe (the leg), then that search's fetch
         assert c.resilience["elasticsearch"].state == "closed"
         assert (await c.search("revenue", mode="bm25")).hits
     print(f"\ncluster down: {sent_while_down} requests for {calls} calls, open after {down_s:.2f} s; recovery: 1 probe")
@@ -277,7 +277,7 @@ async def test_503_burst_then_recovery_returns_the_same_result_as_healthy(
         assert c.resilience["elasticsearch"].state == "closed"
     assert not res.degraded
     assert [(h.id, h.score) for h in res.hits] == [(h.id, h.score) for h in healthy.hits]
-    assert proxy.requests - before == 4  # two legs + one retry for each injected 503
+    assert proxy.requests - before == 5  # two legs + one retry for each injected 503 + the page's fetch
     print(f"\n503 burst (2): same {len(res.hits)} hits as healthy, 4 requests, {elapsed * 1000:.0f} ms")
 
 

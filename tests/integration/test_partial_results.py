@@ -46,7 +46,9 @@ async def test_a_search_with_an_unavailable_shard_says_it_is_partial(
     res = await half_red.search("revenue guidance")
     assert res.hits
     assert res.partial
-    assert res.partial_legs == ["bm25", "knn"]
+    # The legs and the fetch of the page's documents all met the missing shard.
+    assert res.partial_legs == ["bm25", "knn", "fetch"]
+    assert not res.highlights_complete
     assert not res.degraded  # every leg answered; not all of the index did
     for leg in ("bm25", "knn"):
         shards = res.legs[leg].shards
@@ -61,7 +63,7 @@ async def test_a_search_with_an_unavailable_shard_says_it_is_partial(
     text = await SearchTool(half_red).run({"query": "revenue guidance"})
     assert "results may be incomplete" in text
     msearch = await half_red.search("revenue guidance", round_trip="msearch")
-    assert msearch.partial_legs == ["bm25", "knn"]
+    assert msearch.partial_legs == ["bm25", "knn", "fetch"]
 
 
 async def test_strict_searches_and_walks_refuse_partial_results(half_red: SearchClient) -> None:

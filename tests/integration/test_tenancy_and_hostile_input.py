@@ -111,8 +111,8 @@ def test_the_second_check_drops_results_of_another_tenant() -> None:
     from storage._pipeline.fuse import same_tenant as _same_tenant
 
     fused = [FusedHit("a", 1.0, 1.0), FusedHit("b", 0.5, 0.5)]
-    sources = {"a": {"tenant_id": "t1"}, "b": {"tenant_id": "t2"}}
-    assert [f.id for f in _same_tenant(fused, sources, "t1")] == ["a"]
+    tenant_of = {"a": "t1", "b": "t2"}
+    assert [f.id for f in _same_tenant(fused, tenant_of, "t1")] == ["a"]
 
 
 @pytest.mark.parametrize("index", ["*", "_all", "docs*", "-docs", "docs,*", "remote:docs", "Docs", "../x", ""])

@@ -69,7 +69,7 @@ def test_both_legs_receive_the_same_filter_clauses() -> None:
     assert bm25["query"]["bool"]["filter"] == knn["knn"]["filter"] == clauses
     assert knn["knn"]["num_candidates"] == 50  # never below k
     assert knn["knn"]["similarity"] == 0.5
-    assert bm25["source"] == knn["source"] == {"excludes": ["embedding"]}
+    assert bm25["source"] is knn["source"] is False  # ids and scores only: the page is fetched after fusion
     assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["flags"] == "PHRASE|WHITESPACE"
 
 

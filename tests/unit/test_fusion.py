@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage import LegHit, fuse
-from storage._fusion import rrf
+from storage._fusion import fused_list, rrf
 
 ids = st.text(alphabet="abcdefghij", min_size=1, max_size=3)
 ranked = st.lists(ids, unique=True, max_size=15).map(
@@ -103,3 +103,20 @@ def test_bad_fusion_parameters_are_rejected(kwargs: dict[str, object], match: st
 
 def test_empty_legs_fuse_to_nothing() -> None:
     assert fuse({"bm25": [], "knn": []}) == []
+
+
+@given(bm25=ranked, knn=ranked, method=methods, start=st.integers(0, 30), size=st.integers(0, 30))
+def test_the_lazy_fused_list_reads_like_the_materialised_one(
+    bm25: list[LegHit], knn: list[LegHit], method: str, start: int, size: int
+) -> None:
+    legs = {"bm25": bm25, "knn": knn}
+    full = fuse(legs, method=method, k=10)  # type: ignore[arg-type]
+    columns = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in legs.items()}
+    lazy = fused_list(columns, method=method, k=10)  # type: ignore[arg-type]
+    assert len(lazy) == len(full)
+    assert lazy.ids == [h.id for h in full]
+    assert lazy[start : start + size] == full[start : start + size]
+    if full:
+        assert lazy[-1] == full[-1]
+    kept = lazy.keep(lambda doc_id: doc_id.startswith("a"))
+    assert list(kept) == [h for h in full if h.id.startswith("a")]  # same scores, same order

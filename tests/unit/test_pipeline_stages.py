@@ -37,8 +37,9 @@ def _plan(**kw: Any) -> Any:
 
 
 def _hits(*ids: str, tenant: str | None = None) -> list[dict[str, Any]]:
+    """Leg hits as Elasticsearch returns them: ids and scores, the tenant as a doc-value field."""
     return [
-        {"_id": i, "_score": 10.0 - n, "_source": {"title": i, **({"tenant_id": tenant} if tenant else {})}}
+        {"_id": i, "_score": 10.0 - n, **({"fields": {"tenant_id": [tenant]}} if tenant else {})}
         for n, i in enumerate(ids)
     ]
 
@@ -78,14 +79,11 @@ def test_fuse_raises_only_when_nothing_can_be_fused() -> None:
         raise_if_failed(plan, missing)
 
 
-def test_fuse_keeps_sources_bm25_highlights_and_overlap_and_drops_other_tenants() -> None:
+def test_fuse_counts_the_overlap_and_drops_other_tenants_by_their_doc_value() -> None:
     bm25 = LegOutcome("bm25", hits=_hits("a", "b"))
-    bm25.hits[0]["highlight"] = {"text": ["<em>revenue</em>"]}
     fused = fuse_legs(_plan(), {"bm25": bm25, "knn": LegOutcome("knn", hits=_hits("b", "c"))})
     assert [h.id for h in fused.hits] == ["b", "a", "c"]
     assert fused.overlap == 1
-    assert fused.highlights == {"a": {"text": ["<em>revenue</em>"]}}
-    assert set(fused.sources) == {"a", "b", "c"}
     mixed = LegOutcome("bm25", hits=_hits("t1-doc", tenant="t1") + _hits("t2-doc", tenant="t2"))
     kept = fuse_legs(_plan(tenant_id="t1", mode="bm25"), {"bm25": mixed})
     assert [h.id for h in kept.hits] == ["t1-doc"]
@@ -114,7 +112,7 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     state = SearchState(plan=plan, outcomes=outcomes)
     fused = fuse_legs(plan, outcomes)
     failed = RerankReport(ok=False, model="m", candidates=1, reason="timeout")
-    res = build_response(plan, state, fused, Ranked(hits=[], report=failed), [], highlights_complete=True)
+    res = build_response(plan, state, fused, Ranked(fused=[], report=failed), [])
     assert (res.degraded, res.degraded_reason, res.legs_failed, res.ordered_by) == (
         True,
         "rerank_timeout",
@@ -123,10 +121,21 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     )
     outcomes["knn"] = LegOutcome("knn", error=_down())
     fused = fuse_legs(plan, outcomes)
-    res = build_response(plan, state, fused, Ranked(hits=[], report=failed), [], highlights_complete=True)
+    res = build_response(plan, state, fused, Ranked(fused=[], report=failed), [])
     assert (res.degraded_reason, res.legs_failed) == ("connection_error", ["knn"])
     ok = RerankReport(ok=True, model="m", candidates=1)
-    res = build_response(
-        plan, state, fuse_legs(plan, outcomes), Ranked(hits=[], report=ok), [], highlights_complete=True
-    )
+    res = build_response(plan, state, fuse_legs(plan, outcomes), Ranked(fused=[], report=ok), [])
     assert res.ordered_by == "rerank"
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(0, 3), (2, 3), (4, 3), (6, 2)])
+def test_a_page_spans_the_reranked_head_then_the_fused_rest(offset: int, limit: int) -> None:
+    fused = [FusedHit(id=f"d{i}", score=1.0 / (i + 1), normalized_score=0.5) for i in range(8)]
+    head = order_by_scores(fused[:5], [0.1, 0.9, 0.5, 0.3, 0.7])  # d1 d4 d2 d3 d0, then d5 d6 d7
+    expected = [h.id for h, _ in head] + ["d5", "d6", "d7"]
+    page = Ranked(fused=fused, head=head).page(offset, limit)
+    assert [h.id for h, _ in page] == expected[offset : offset + limit]
+    assert [score is None for h, score in page] == [h.id in ("d5", "d6", "d7") for h, _ in page]
+    assert [h.id for h, _ in Ranked(fused=fused).page(offset, limit)] == [f"d{i}" for i in range(8)][
+        offset : offset + limit
+    ]

@@ -7,28 +7,25 @@ Decides first whether there is anything to fuse: every leg failed (or one did wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ClientClosed, ConfigurationError, IndexNotFound, PartialResults, SearchError, SearchFailed
-from .._fusion import FusedHit, LegHit, fuse
+from .._fusion import FusedList, Ranked, fused_list
 from .._logging import event
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Fused", "fuse_legs", "raise_if_failed", "same_tenant"]
+__all__ = ["Fused", "fuse_legs", "hit_columns", "raise_if_failed", "same_tenant", "tenants"]
 
 
 @dataclass(frozen=True, slots=True)
 class Fused:
     """The fused candidates with what the later stages need about them."""
 
-    hits: list[FusedHit]
-    #: id -> the stored document (``_source``) as a leg returned it.
-    sources: dict[str, dict[str, Any]]
-    #: id -> the BM25 leg's highlight fragments.
-    highlights: dict[str, dict[str, list[str]]]
+    #: Best first; hit objects are built when read (a page of ten out of up to 2 × window).
+    hits: FusedList
     #: Documents both legs found.
     overlap: int
     #: leg -> its error, for the legs that failed (the result is then degraded).
@@ -65,31 +62,39 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
     """Fuse the legs that succeeded (call :func:`raise_if_failed` first)."""
     failed = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
     ok = {leg: o for leg, o in outcomes.items() if o.error is None}
-    hits = fuse(
-        {leg: [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in o.hits] for leg, o in ok.items()},
+    hits = fused_list(
+        {leg: hit_columns(o.hits) for leg, o in ok.items()},
         method=plan.method,
         k=plan.k,
         weights={leg: plan.weights[leg] for leg in ok},
     )
-    sources: dict[str, dict[str, Any]] = {}
-    highlights: dict[str, dict[str, list[str]]] = {}
-    for o in ok.values():
-        for h in o.hits:
-            sources.setdefault(str(h["_id"]), h.get("_source") or {})
-            if "highlight" in h:
-                highlights[str(h["_id"])] = h["highlight"]
     if plan.tenant_id is not None:
-        hits = same_tenant(hits, sources, plan.tenant_id)
+        hits = same_tenant(hits, tenants(ok.values()), plan.tenant_id)
     overlap = 0
     if len(ok) == 2:
         overlap = len({str(h["_id"]) for h in ok["bm25"].hits} & {str(h["_id"]) for h in ok["knn"].hits})
-    return Fused(hits=hits, sources=sources, highlights=highlights, overlap=overlap, failed=failed)
+    return Fused(hits=hits, overlap=overlap, failed=failed)
 
 
-def same_tenant(fused: list[FusedHit], sources: Mapping[str, Mapping[str, Any]], tenant: str) -> list[FusedHit]:
+def hit_columns(hits: Sequence[Mapping[str, Any]]) -> Ranked:
+    """A leg's hits as the fusion core takes them: (ids, scores), best first."""
+    return [h["_id"] for h in hits], [h.get("_score") or 0.0 for h in hits]
+
+
+def tenants(outcomes: Iterable[LegOutcome]) -> dict[str, str | None]:
+    """id -> its ``tenant_id`` as the legs returned it (a doc-value field: the legs fetch no ``_source``)."""
+    out: dict[str, str | None] = {}
+    for o in outcomes:
+        for h in o.hits:
+            values = (h.get("fields") or {}).get("tenant_id") or [None]
+            out.setdefault(str(h["_id"]), values[0])
+    return out
+
+
+def same_tenant(fused: FusedList, tenant_of: Mapping[str, str | None], tenant: str) -> FusedList:
     """The second check: results of another tenant are dropped (and logged as an error), whatever the query
     did. The filter inside both legs should make this a no-op."""
-    kept = [f for f in fused if sources.get(f.id, {}).get("tenant_id") == tenant]
+    kept = fused.keep(lambda doc_id: tenant_of.get(doc_id) == tenant)
     if len(kept) != len(fused):
         event(
             40,

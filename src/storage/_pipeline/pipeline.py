@@ -2,8 +2,8 @@
 
 ::
 
-    SearchRequest ─plan─▶ Plan ─retrieve─▶ LegOutcomes ─fuse─▶ Fused ─rerank─▶ Ranked ─enrich─▶ hits
-                  ─respond─▶ SearchResponse
+    SearchRequest ─plan─▶ Plan ─retrieve─▶ LegOutcomes (ids, scores) ─fuse─▶ Fused ─rerank─▶ Ranked
+                  ─enrich─▶ hits (one fetch: documents, highlights) ─respond─▶ SearchResponse
 
 With ``scopes`` (the zero-result cascade), retrieve → enrich runs once per filter tier until one finds
 something; the response says which tier served.
@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from .._backend import Backend
-from .._errors import SearchError
+from .._errors import PartialResults, SearchError
 from .._logging import query_hash
 from .._models import SearchResponse
 from .._tracing import AttrValue, span
-from .enrich import Enricher
+from .enrich import Enricher, Fetched, page_hits
 from .fuse import fuse_legs, raise_if_failed
 from .plan import Plan, SearchRequest, filter_clauses, plan_search
 from .rerank import RerankStage
@@ -74,19 +74,33 @@ class SearchPipeline:
 
     async def _run_tier(self, state: SearchState, plan: Plan) -> SearchResponse:
         state.outcomes, state.recovery = await self.retriever.retrieve(plan)
-        retrieved_s = state.elapsed_s()
         raise_if_failed(plan, state.outcomes)
         fused = fuse_legs(plan, state.outcomes)
-        ranked = await self.reranker.run(plan, fused.hits, fused.sources)
-        page = ranked.hits[plan.offset : plan.offset + plan.limit]
-        hits, complete = await self.enricher.enrich(
-            page,
-            fused,
+        # The documents (and highlights) of what is shown: with rerank, the candidates the reranker reads
+        # (the page is among them); else the page. One request either way.
+        fetched = Fetched()
+        if plan.rerank and fused.hits:
+            fetched = await self._fetch(plan, [h.id for h in fused.hits[: plan.rerank_candidates]])
+        ranked = await self.reranker.run(plan, fused.hits, fetched.sources)
+        page = ranked.page(plan.offset, plan.limit)
+        if not plan.rerank:
+            fetched = await self._fetch(plan, [f.id for f, _ in page])
+        state.fetched = fetched
+        if fetched.partial and plan.strict and fetched.shards is not None:
+            raise PartialResults(
+                f"fetch answered from {fetched.shards.successful} of {fetched.shards.total} shards"
+                " (strict=True does not accept partial results)",
+                shards={"fetch": fetched.shards},
+            )
+        hits = page_hits(page, fetched, highlight=plan.highlight)
+        return build_response(plan, state, fused, ranked, hits)
+
+    async def _fetch(self, plan: Plan, ids: list[str]) -> Fetched:
+        return await self.enricher.fetch(
+            ids,
             text=plan.embed_text,
-            target=plan.target,
-            filters=plan.clauses,
             highlight=plan.highlight,
-            # What the legs left of their budget (the rerank stage has a budget of its own).
-            budget_s=self._b.settings.leg_timeout_s - retrieved_s,
+            filters=plan.clauses,
+            clause=plan.bm25_clause,
+            index=plan.target,
         )
-        return build_response(plan, state, fused, ranked, hits, highlights_complete=complete)

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._backend import Backend
@@ -30,15 +30,27 @@ __all__ = ["Ranked", "RerankStage", "order_by_scores", "rerank_text"]
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """The list to page through: each fused hit with its rerank score (None when not reranked)."""
+    """The list to page through: the reranked candidates (``head``, with their rerank scores, best first),
+    then the rest of the fused list in fused order (all of it when nothing was reranked)."""
 
-    hits: list[tuple[FusedHit, float | None]]
+    fused: Sequence[FusedHit]
+    head: list[tuple[FusedHit, float | None]] = field(default_factory=list)
     report: RerankReport | None = None
     error: SearchError | None = None
 
     @property
     def reranked(self) -> bool:
         return self.report is not None and self.report.ok
+
+    def page(self, offset: int, limit: int) -> list[tuple[FusedHit, float | None]]:
+        """Hits ``offset`` to ``offset + limit`` (rerank score None for hits not reranked); only these are
+        built."""
+        out = self.head[offset : offset + limit]
+        wanted = limit - len(out)
+        if wanted > 0:
+            start = max(offset - len(self.head), 0) + len(self.head)
+            out += [(h, None) for h in self.fused[start : start + wanted]]
+        return out
 
 
 def rerank_text(source: Mapping[str, Any]) -> str:
@@ -54,7 +66,7 @@ def order_by_scores(candidates: Sequence[FusedHit], scores: Sequence[float]) -> 
 
 
 def unranked(hits: Sequence[FusedHit]) -> Ranked:
-    return Ranked(hits=[(h, None) for h in hits])
+    return Ranked(fused=hits)
 
 
 class RerankStage:
@@ -100,12 +112,11 @@ class RerankStage:
                     "error.reason": error.reason,
                 },
             )
-            return Ranked(hits=[(h, None) for h in fused], report=report, error=error)
+            return Ranked(fused=fused, report=report, error=error)
         report = RerankReport(
             ok=True,
             model=reranker.model_id,
             candidates=len(candidates),
             latency_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        rest: list[tuple[FusedHit, float | None]] = [(h, None) for h in fused[len(candidates) :]]
-        return Ranked(hits=order_by_scores(candidates, scores) + rest, report=report)
+        return Ranked(fused=fused, head=order_by_scores(candidates, scores), report=report)

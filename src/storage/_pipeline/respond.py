@@ -40,9 +40,11 @@ def build_response(
     fused: Fused,
     ranked: Ranked,
     hits: list[SearchHit],
-    *,
-    highlights_complete: bool,
 ) -> SearchResponse:
+    fetched = state.fetched
+    partial_legs = sorted(leg for leg, o in state.outcomes.items() if o.partial)
+    if fetched.partial:
+        partial_legs.append("fetch")
     first_error = next(iter(fused.failed.values()), None)
     report = ranked.report
     rerank_failed = report is not None and not report.ok
@@ -71,9 +73,10 @@ def build_response(
         query_adjustments=plan.adjustments,
         recovery=list(state.recovery),
         round_trip=plan.round_trip,
-        highlights_complete=highlights_complete,
-        partial=any(o.partial for o in state.outcomes.values()),
-        partial_legs=sorted(leg for leg, o in state.outcomes.items() if o.partial),
+        highlights_complete=not (plan.highlight and fetched.partial),
+        partial=bool(partial_legs),
+        partial_legs=partial_legs,
+        fetch_ms=round(fetched.latency_ms, 3) if fetched.shards is not None else None,
         ordered_by="rerank" if ranked.reranked else "fusion",
         rerank=ranked.report,
         latency_ms=state.elapsed_s() * 1000,
@@ -126,6 +129,8 @@ def log_search(
             fields["search.recovery"] = response.recovery
             fields["search.scope_tier"] = response.scope_tier
         fields["search.round_trip"] = response.round_trip
+        if response.fetch_ms is not None:
+            fields["search.fetch.latency_ms"] = round(response.fetch_ms, 2)
         if not response.highlights_complete:
             fields["search.highlights_complete"] = False
         if response.rerank is not None:

@@ -51,7 +51,9 @@ class Retriever:
         bm25 = outcomes.get("bm25")
         if plan.recover and bm25 is not None and bm25.error is None and not bm25.hits:
             fuzzy = LegOutcome("bm25")
-            body = bm25_fuzzy_request(plan.embed_text, filters=plan.clauses, size=plan.window, highlight=plan.highlight)
+            body = bm25_fuzzy_request(
+                plan.embed_text, filters=plan.clauses, size=plan.window, docvalue_fields=_doc_values(plan)
+            )
             await self.run_leg(fuzzy, self._search_leg(fuzzy, plan.target, body))
             if fuzzy.error is None and fuzzy.hits:
                 fuzzy.latency_ms += bm25.latency_ms
@@ -83,7 +85,11 @@ class Retriever:
         coros: list[Awaitable[LegOutcome]] = []
         if "bm25" in plan.legs:
             body = bm25_request(
-                plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+                plan.text,
+                filters=plan.clauses,
+                size=plan.window,
+                clause=plan.bm25_clause,
+                docvalue_fields=_doc_values(plan),
             )
             bm25 = LegOutcome("bm25")
             coros.append(self.run_leg(bm25, self._search_leg(bm25, plan.target, body)))
@@ -107,7 +113,12 @@ class Retriever:
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
         body = knn_request(
-            vector, filters=plan.clauses, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
+            vector,
+            filters=plan.clauses,
+            k=plan.window,
+            num_candidates=plan.candidates,
+            similarity=plan.similarity,
+            docvalue_fields=_doc_values(plan),
         )
         es = self._b.leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
@@ -137,6 +148,7 @@ class Retriever:
                         k=plan.window,
                         num_candidates=plan.candidates,
                         similarity=plan.similarity,
+                        docvalue_fields=_doc_values(plan),
                     )
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                     order.append("knn")
@@ -147,7 +159,11 @@ class Retriever:
                 knn.waiting_on = "elasticsearch"
             if "bm25" in outcomes:
                 body = bm25_request(
-                    plan.text, filters=plan.clauses, size=plan.window, highlight=plan.highlight, clause=plan.bm25_clause
+                    plan.text,
+                    filters=plan.clauses,
+                    size=plan.window,
+                    clause=plan.bm25_clause,
+                    docvalue_fields=_doc_values(plan),
                 )
                 item = self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                 searches = [*item, *searches]
@@ -182,6 +198,11 @@ class Retriever:
         if "allow_partial_search_results" in full:
             header["allow_partial_search_results"] = full.pop("allow_partial_search_results")
         return [header, msearch_body(full)]
+
+
+def _doc_values(plan: Plan) -> tuple[str, ...]:
+    """What the legs return besides ids and scores: the tenant, for the fuse stage's second check."""
+    return ("tenant_id",) if plan.tenant_id is not None else ()
 
 
 def error_reason(body: Any) -> str:

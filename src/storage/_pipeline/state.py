@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from .._errors import SearchError
 from .._models import Leg, ShardReport
+from .enrich import Fetched
 from .plan import Plan
 
 __all__ = ["LegOutcome", "SearchState"]
@@ -54,6 +55,8 @@ class SearchState:
     started: float = field(default_factory=time.perf_counter)
     outcomes: dict[str, LegOutcome] = field(default_factory=dict)
     recovery: list[str] = field(default_factory=list)
+    #: What the enrich stage's fetch returned (documents, highlights, its shard report and time).
+    fetched: Fetched = field(default_factory=Fetched)
 
     def elapsed_s(self) -> float:
         return time.perf_counter() - self.started
