@@ -20,12 +20,19 @@ import pstats
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import orjson
+from elastic_transport import ApiResponseMeta, BaseAsyncNode, HttpHeaders
+from elastic_transport._node import NodeApiResponse
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.serializer import OrjsonSerializer
+from raw_client import one_phase, two_phase  # bench/raw_client.py: the hand-written references
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
 from storage._eval import load_beir
-from storage._queries import bm25_request, knn_request
+from storage._queries import bm25_request, fetch_request, knn_request
 from storage._text import clean_query
 from storage.local_es import url_or_local
 
@@ -51,14 +58,6 @@ class Precomputed:
         return None
 
 
-def inline_rrf(lists: list[list[str]], k: int) -> list[str]:
-    scores: dict[str, float] = {}
-    for ids in lists:
-        for rank, doc_id in enumerate(ids, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
-    return sorted(scores, key=lambda d: -scores[d])
-
-
 async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> tuple[float, float]:
     """(client CPU ms, wall ms) per call, sequential calls."""
     c0, w0 = time.process_time(), time.perf_counter()
@@ -66,6 +65,95 @@ async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]
         await call(q)
     n = len(queries)
     return (time.process_time() - c0) * 1000 / n, (time.perf_counter() - w0) * 1000 / n
+
+
+async def throughput(call: Callable[[str], Awaitable[Any]], queries: list[str], callers: int, seconds: float) -> float:
+    done, stop_at = 0, time.perf_counter() + seconds
+
+    async def worker(i: int) -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await call(queries[i % len(queries)])
+            done, i = done + 1, i + callers
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(callers)))
+    return done / (time.perf_counter() - t0)
+
+
+class CannedNode(BaseAsyncNode):
+    """A transport node answering from recorded responses, instantly: the client's CPU without the server's
+    noise (both clients send the same requests and get the same bytes back)."""
+
+    answers: ClassVar[dict[str, bytes]] = {}
+
+    async def perform_request(  # type: ignore[override]
+        self, method: str, target: str, body: bytes | None = None, headers: Any = None, request_timeout: Any = None
+    ) -> NodeApiResponse:
+        kind = "knn" if body and b'"knn"' in body else "fetch" if body and b'"ids"' in body else "bm25"
+        headers_out = HttpHeaders({"content-type": "application/json", "x-elastic-product": "Elasticsearch"})
+        meta = ApiResponseMeta(status=200, http_version="1.1", headers=headers_out, duration=0.0, node=self.config)
+        return NodeApiResponse(meta, self.answers[kind])
+
+    async def close(self) -> None:
+        return None
+
+
+async def canned(
+    es: AsyncElasticsearch,
+    queries: list[str],
+    vectors: dict[str, Vector],
+    by_clean: dict[str, Vector],
+    settings: SearchSettings,
+    args: argparse.Namespace,
+) -> None:
+    """Ours vs raw on recorded answers (one query's three real responses), best of three rounds."""
+    q = queries[0]
+    window, cands = args.window, settings.num_candidates
+    bm25 = await es.search(index="bench-profile", **bm25_request(q, filters=[], size=window))
+    knn = await es.search(index="bench-profile", **knn_request(vectors[q], filters=[], k=window, num_candidates=cands))
+    page = [h["_id"] for h in bm25["hits"]["hits"][:5]] + [h["_id"] for h in knn["hits"]["hits"][:5]]
+    fetched = await es.search(index="bench-profile", **fetch_request(q, page, highlight=args.highlight))
+    CannedNode.answers = {k: orjson.dumps(r.body) for k, r in (("bm25", bm25), ("knn", knn), ("fetch", fetched))}
+    fake = AsyncElasticsearch("http://canned:9200", node_class=CannedNode, serializer=OrjsonSerializer())
+    embedder = Precomputed({clean_query(x).text: vectors[q] for x in by_clean} | by_clean, "m", len(vectors[q]))
+    client = SearchClient(fake, embedder, settings, owns_clients=False)
+
+    async def ours() -> None:
+        await client.search(q, limit=10, highlight=args.highlight)
+
+    async def raw() -> None:
+        await two_phase(
+            fake,
+            "bench-profile",
+            q,
+            vectors[q],
+            window=window,
+            candidates=cands,
+            k=settings.rrf_k,
+            highlight=args.highlight,
+        )
+
+    n, best = 2000, {"raw, two phases (our requests)": 1e9, "ours": 1e9}
+    for _ in range(3):
+        for name, call in (("raw, two phases (our requests)", raw), ("ours", ours)):
+            c0 = time.process_time()
+            for _ in range(n):
+                await call()
+            best[name] = min(best[name], (time.process_time() - c0) * 1000 / n)
+    print("canned answers (no server; best of 3 x 2,000 searches):")
+    for name, ms in best.items():
+        print(f"  {name:<31} client CPU {ms:6.3f} ms/search")
+    print(f"  ours - raw: {best['ours'] - best['raw, two phases (our requests)']:+.3f} ms per search")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(n):
+        await ours()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.top)
+    print(out.getvalue())
+    await fake.close()
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
@@ -84,32 +172,50 @@ async def run(url: str, args: argparse.Namespace) -> None:
     by_clean = {clean_query(q).text: v for q, v in vectors.items()}
     embedder = Precomputed(by_clean, cached.model_id, cached.dimensions)
     client = SearchClient.from_settings(settings, embedder=embedder)
-    raw = client._es
-    k = settings.rrf_k
+    es, k, cands = client._es, settings.rrf_k, settings.num_candidates
     try:
+        if args.canned_only:
+            await canned(es, queries, vectors, by_clean, settings, args)
+            return
 
         async def ours(q: str) -> None:
             await client.search(q, limit=10, highlight=args.highlight)
 
-        async def raw_hybrid(q: str) -> None:
-            b = bm25_request(q, filters=[], size=args.window, highlight=args.highlight)
-            v = knn_request(vectors[q], filters=[], k=args.window, num_candidates=settings.num_candidates)
-            r1, r2 = await asyncio.gather(
-                raw.search(index="bench-profile", **b), raw.search(index="bench-profile", **v)
-            )
-            inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)], k)[:10]
+        def raw(shape: Callable[..., Awaitable[Any]]) -> Callable[[str], Awaitable[Any]]:
+            async def call(q: str) -> None:
+                await shape(
+                    es,
+                    "bench-profile",
+                    q,
+                    vectors[q],
+                    window=args.window,
+                    candidates=cands,
+                    k=k,
+                    highlight=args.highlight,
+                )
 
-        for q in queries[:30]:  # warm-up: connections, JIT-less caches, the server's
-            await ours(q)
-            await raw_hybrid(q)
+            return call
+
+        raw_one, raw_two = raw(one_phase), raw(two_phase)
+
+        calls = {"raw, one phase": raw_one, "raw, two phases (our requests)": raw_two, "ours": ours}
+        for q in queries[:30]:  # warm-up: connections, caches, the server's
+            for call in calls.values():
+                await call(q)
         figures = {}
-        for name, call in (("raw elasticsearch-py", raw_hybrid), ("ours", ours)) * 2:
+        for name, call in list(calls.items()) * 2:
             figures[name] = await cpu_per_call(call, queries)  # the second round is kept (warmer)
         print(f"{len(docs)} documents, {len(queries)} queries, window {args.window}, highlight={args.highlight}")
         for name, (cpu, wall) in figures.items():
-            print(f"  {name:<22} client CPU {cpu:6.2f} ms/search   wall {wall:6.2f} ms/search")
-        ours_cpu, raw_cpu = figures["ours"][0], figures["raw elasticsearch-py"][0]
-        print(f"  ours - raw: {ours_cpu - raw_cpu:+.2f} ms of client CPU per search")
+            print(f"  {name:<31} client CPU {cpu:6.2f} ms/search   wall {wall:6.2f} ms/search")
+        ours_cpu, raw_cpu = figures["ours"][0], figures["raw, two phases (our requests)"][0]
+        print(f"  ours - raw (same requests): {ours_cpu - raw_cpu:+.2f} ms of client CPU per search")
+        await canned(es, queries, vectors, by_clean, settings, args)
+        if args.throughput:
+            print(f"throughput, queries/s at 1 / 8 / 32 callers ({args.throughput:g} s each):")
+            for name, call in calls.items():
+                qps = [await throughput(call, queries, c, args.throughput) for c in (1, 8, 32)]
+                print(f"  {name:<31} " + " / ".join(f"{x:.1f}" for x in qps))
 
         profiler = cProfile.Profile()
         profiler.enable()
@@ -137,6 +243,8 @@ def main() -> None:
     parser.add_argument("--highlight", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--callers", help="also print the callers of functions matching this regex")
+    parser.add_argument("--canned-only", action="store_true", help="only the canned-answer comparison")
+    parser.add_argument("--throughput", type=float, default=0, help="also: queries/s at 1, 8, 32 callers, N s each")
     args = parser.parse_args()
     with url_or_local("profile") as url:
         asyncio.run(run(url, args))

@@ -156,9 +156,8 @@ def _ordered(
     scored: dict[str, float], ranks: dict[str, dict[str, int]], raw: dict[str, dict[str, float]], best: float
 ) -> FusedList:
     """Sorted on plain tuples (no key function): higher score, more legs, better best rank, then the id."""
-    keys = sorted(
-        (-score, -len(ranks[doc_id]), min(ranks[doc_id].values()), doc_id) for doc_id, score in scored.items()
-    )
+    keys = [(-score, -len(ranks[doc_id]), min(ranks[doc_id].values()), doc_id) for doc_id, score in scored.items()]
+    keys.sort()
     return FusedList([key[3] for key in keys], scored, ranks, raw, best)
 
 

@@ -65,8 +65,14 @@ def query_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def wanted(level: int, log: logging.Logger = logger) -> bool:
+    """Would an event at ``level`` reach anyone (an observer, or a logger at that level)? Check it before
+    assembling a large event's fields."""
+    return bool(_observers) or log.isEnabledFor(level)
+
+
 def event(level: int, message: str, action: str, fields: dict[str, Any], log: logging.Logger = logger) -> None:
-    if not _observers and not log.isEnabledFor(level):
+    if not wanted(level, log):
         return
     extra: dict[str, Any] = {"event.action": action, "event.dataset": "storage." + action.split(".")[0]}
     cid = _correlation_id.get()

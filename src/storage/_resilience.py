@@ -188,7 +188,10 @@ class Resilience:
         self.calls += 1
         self.budget.deposit()
         try:
-            await asyncio.wait_for(self._semaphore.acquire(), timeout=p.max_wait_s)
+            if self._semaphore.locked():  # only a full bulkhead waits (wait_for costs a task per call)
+                await asyncio.wait_for(self._semaphore.acquire(), timeout=p.max_wait_s)
+            else:
+                await self._semaphore.acquire()  # returns at once: a free slot is taken without suspending
         except TimeoutError:
             raise Overloaded(
                 f"{p.max_concurrency} {self.dependency} calls already in flight; none finished within "
@@ -198,6 +201,15 @@ class Resilience:
         try:
             deadline = self._clock() + (deadline_s if deadline_s is not None else p.deadline_s)
             per_attempt = attempt_timeout_s if attempt_timeout_s is not None else p.attempt_timeout_s
+            # The first attempt runs before any retry machinery is built (most calls succeed at once; a
+            # tenacity loop costs ~40 µs per call). A failure worth retrying is replayed into tenacity as its
+            # attempt 1, so stop, wait, budget and logging see exactly what they would have.
+            try:
+                return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)))
+            except SearchError as exc:
+                if not is_transient(exc):
+                    raise
+                replay: list[SearchError] = [exc]
             retrying = AsyncRetrying(
                 stop=stop_after_attempt(p.attempts) | self._stop_at_deadline(deadline),
                 wait=self._wait,
@@ -208,6 +220,8 @@ class Resilience:
             )
             async for attempt in retrying:
                 with attempt:
+                    if replay:
+                        raise replay.pop()
                     return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)))
             raise AssertionError("unreachable")  # pragma: no cover
         finally:

@@ -38,7 +38,8 @@ def clean_query(text: object, *, max_chars: int = MAX_QUERY_CHARS) -> CleanQuery
     adjustments: list[str] = []
     kept: list[str] = []
     removed = False
-    for ch in text:
+    # Printable text (no control, format or surrogate characters, no tabs or newlines) needs no scan.
+    for ch in () if text.isprintable() else text:
         code = ord(ch)
         if 0xD800 <= code <= 0xDFFF:
             removed = True
@@ -52,7 +53,7 @@ def clean_query(text: object, *, max_chars: int = MAX_QUERY_CHARS) -> CleanQuery
         kept.append(ch)
     if removed:
         adjustments.append("control_chars_removed")
-    cleaned = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", "".join(kept))).strip()
+    cleaned = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", "".join(kept) if kept or removed else text)).strip()
     if not cleaned:
         raise InvalidQuery("query is empty (or only whitespace / control characters)")
     if len(cleaned) > max_chars:

@@ -1,10 +1,10 @@
 """OpenTelemetry spans for searches, legs and embedding calls — only when the application asks for them.
 
 The library depends on the OpenTelemetry *API* only (the ``otel`` extra) and never configures a tracer
-provider: with no provider set, the API hands out non-recording spans and this costs next to nothing; with
-the API not installed, :func:`span` is a no-op. Spans nest through contextvars, so the two legs started by
-``asyncio.gather`` are children of the search span, and elasticsearch-py's own request spans (it emits
-them when OpenTelemetry is importable) become children of the legs.
+provider: with no provider set (or the API not installed), :func:`span` is a no-op that builds nothing.
+Spans nest through contextvars, so the two legs started by ``asyncio.gather`` are children of the search
+span, and elasticsearch-py's own request spans (it emits them when OpenTelemetry is importable) become
+children of the legs.
 
 Attributes follow the logging fields (``search.mode``, ``search.query_hash``…); never query text, vectors
 or credentials.
@@ -20,9 +20,12 @@ __all__ = ["SpanLike", "span"]
 
 try:  # the API is optional; tracing simply does nothing without it
     from opentelemetry import trace as _trace
-    from opentelemetry.trace import Status, StatusCode
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, Status, StatusCode
+
+    _UNSET: tuple[type, ...] = (ProxyTracerProvider, NoOpTracerProvider)
 except ImportError:  # pragma: no cover - depends on the environment
     _trace = None  # type: ignore[assignment]
+    _UNSET = ()
 
 _TRACER_NAME = "hybrid-search-es"
 AttrValue = str | bool | int | float | list[str]
@@ -46,7 +49,9 @@ def span(name: str, attributes: Mapping[str, AttrValue] | None = None) -> Iterat
 
     ``CancelledError`` is recorded as cancellation, not as an error of the dependency.
     """
-    if _trace is None:
+    if _trace is None or isinstance(_trace.get_tracer_provider(), _UNSET):
+        # No provider was ever set: every span would be non-recording; skip building one (a search opens
+        # five). Checked per call, so a provider set later is used from then on.
         yield _NO_SPAN
         return
     tracer = _trace.get_tracer(_TRACER_NAME)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SearchError
-from .._logging import event, get_correlation_id, query_hash
+from .._logging import event, get_correlation_id, query_hash, wanted
 from .._models import LegReport, SearchHit, SearchResponse
 from .._tracing import SpanLike
 from .fuse import Fused
@@ -92,6 +92,9 @@ def log_search(
     error: SearchError | None = None,
 ) -> None:
     """The one event per search: ECS dotted fields, a query hash (never the text)."""
+    level = 40 if error else (30 if response is not None and response.degraded else 20)
+    if not wanted(level):
+        return  # nobody listens: do not assemble some thirty fields
     plan = state.plan
     fields: dict[str, Any] = {
         "search.filters": list(plan.filter_fields),
@@ -142,7 +145,6 @@ def log_search(
     if error is not None:
         fields["error.type"] = type(error).__name__
         fields["error.message"] = str(error)
-    level = 40 if error else (30 if response is not None and response.degraded else 20)
     event(level, "search", "search", fields)
 
 

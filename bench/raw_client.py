@@ -1,0 +1,72 @@
+"""The references the benchmarks hold our client to: the same hybrid search hand-written with raw
+elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no models).
+
+- :func:`one_phase` is what a user would write first: both legs return their documents (and the BM25 leg
+  its highlights), fused, the first ``limit`` kept.
+- :func:`two_phase` sends exactly our requests: ids-only legs, then one fetch of the page's documents (and
+  highlights) — the same bodies as :class:`storage.SearchClient`, so the difference is the client alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+
+from storage._queries import bm25_request, fetch_request, knn_request
+
+_SOURCE = {"excludes": ["embedding"]}
+_HIGHLIGHT = {"fields": {"title": {"number_of_fragments": 0}, "text": {"fragment_size": 160, "number_of_fragments": 2}}}
+
+
+def inline_rrf(lists: list[list[str]], k: int) -> list[str]:
+    scores: dict[str, float] = {}
+    for ids in lists:
+        for rank, doc_id in enumerate(ids, start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+async def one_phase(
+    es: AsyncElasticsearch,
+    index: str,
+    text: str,
+    vector: Sequence[float],
+    *,
+    window: int,
+    candidates: int,
+    k: int,
+    limit: int = 10,
+    highlight: bool = False,
+) -> list[dict[str, Any]]:
+    bm25 = {**bm25_request(text, filters=[], size=window), "source": _SOURCE}
+    if highlight:
+        bm25["highlight"] = _HIGHLIGHT
+    knn = {**knn_request(vector, filters=[], k=window, num_candidates=candidates), "source": _SOURCE}
+    r1, r2 = await asyncio.gather(es.search(index=index, **bm25), es.search(index=index, **knn))
+    hits = {h["_id"]: h for r in (r2, r1) for h in r["hits"]["hits"]}
+    order = inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)], k)[:limit]
+    return [hits[doc_id] for doc_id in order]
+
+
+async def two_phase(
+    es: AsyncElasticsearch,
+    index: str,
+    text: str,
+    vector: Sequence[float],
+    *,
+    window: int,
+    candidates: int,
+    k: int,
+    limit: int = 10,
+    highlight: bool = False,
+) -> list[dict[str, Any]]:
+    bm25 = bm25_request(text, filters=[], size=window)
+    knn = knn_request(vector, filters=[], k=window, num_candidates=candidates)
+    r1, r2 = await asyncio.gather(es.search(index=index, **bm25), es.search(index=index, **knn))
+    order = inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)], k)[:limit]
+    fetched = await es.search(index=index, **fetch_request(text, order, highlight=highlight))
+    by_id = {h["_id"]: h for h in fetched["hits"]["hits"]}
+    return [by_id[doc_id] for doc_id in order if doc_id in by_id]
