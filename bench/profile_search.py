@@ -18,7 +18,7 @@ import cProfile
 import io
 import pstats
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,7 +27,7 @@ from elastic_transport import ApiResponseMeta, BaseAsyncNode, HttpHeaders
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
-from raw_client import one_phase, two_phase  # bench/raw_client.py: the hand-written references
+from raw_client import Precomputed, one_phase, two_phase  # bench/raw_client.py: the hand-written references
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
@@ -37,25 +37,6 @@ from storage._text import clean_query
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class Precomputed:
-    """An embedder that looks vectors up (what the raw client is given): no model time in the figures."""
-
-    def __init__(self, vectors: dict[str, Vector], model_id: str, dimensions: int) -> None:
-        self._vectors, self.model_id, self.dimensions, self.normalized = vectors, model_id, dimensions, True
-
-    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        return [self._vectors[t] for t in texts]
-
-    async def embed_query(self, text: str) -> Vector:
-        return self._vectors[text]
-
-    async def probe(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> tuple[float, float]:

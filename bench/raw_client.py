@@ -10,11 +10,12 @@ elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
 
+from embeddings import Vector
 from storage._queries import bm25_request, fetch_request, knn_request
 
 _SOURCE = {"excludes": ["embedding"]}
@@ -55,18 +56,48 @@ async def two_phase(
     es: AsyncElasticsearch,
     index: str,
     text: str,
-    vector: Sequence[float],
+    vector: Sequence[float] | Callable[[str], Awaitable[Sequence[float]]],
     *,
     window: int,
     candidates: int,
     k: int,
     limit: int = 10,
     highlight: bool = False,
+    legs: tuple[str, ...] = ("bm25", "knn"),
 ) -> list[dict[str, Any]]:
-    bm25 = bm25_request(text, filters=[], size=window)
-    knn = knn_request(vector, filters=[], k=window, num_candidates=candidates)
-    r1, r2 = await asyncio.gather(es.search(index=index, **bm25), es.search(index=index, **knn))
-    order = inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)], k)[:limit]
+    """``vector`` may be an embedding function: then the BM25 request is on the wire while it runs."""
+
+    async def bm25() -> list[str]:
+        resp = await es.search(index=index, **bm25_request(text, filters=[], size=window))
+        return [h["_id"] for h in resp["hits"]["hits"]]
+
+    async def knn() -> list[str]:
+        v = vector if isinstance(vector, Sequence) else await vector(text)
+        resp = await es.search(index=index, **knn_request(v, filters=[], k=window, num_candidates=candidates))
+        return [h["_id"] for h in resp["hits"]["hits"]]
+
+    runs = {"bm25": bm25, "knn": knn}
+    lists = await asyncio.gather(*(runs[leg]() for leg in legs))
+    order = inline_rrf(list(lists), k)[:limit]
     fetched = await es.search(index=index, **fetch_request(text, order, highlight=highlight))
     by_id = {h["_id"]: h for h in fetched["hits"]["hits"]}
     return [by_id[doc_id] for doc_id in order if doc_id in by_id]
+
+
+class Precomputed:
+    """An embedder that looks query vectors up (what the raw references are given): in-memory, no model."""
+
+    def __init__(self, vectors: dict[str, Vector], model_id: str, dimensions: int) -> None:
+        self._vectors, self.model_id, self.dimensions, self.normalized = vectors, model_id, dimensions, True
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        return [self._vectors[t] for t in texts]
+
+    async def embed_query(self, text: str) -> Vector:
+        return self._vectors[text]
+
+    async def probe(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
