@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
 from storage import Document, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
-from storage._fusion import FusedHit
+from storage._fusion import fused_list
 from storage._resilience import ResiliencePolicy
 
 TENANTS = [f"tenant-{i}" for i in range(5)]
@@ -110,7 +110,7 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
 def test_the_second_check_drops_results_of_another_tenant() -> None:
     from storage._pipeline.fuse import same_tenant as _same_tenant
 
-    fused = [FusedHit("a", 1.0, 1.0), FusedHit("b", 0.5, 0.5)]
+    fused = fused_list({"bm25": (["a", "b"], [1.0, 0.5])})
     tenant_of = {"a": "t1", "b": "t2"}
     assert [f.id for f in _same_tenant(fused, tenant_of, "t1")] == ["a"]
 
