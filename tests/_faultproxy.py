@@ -56,6 +56,9 @@ class FaultProxy:
             setattr(self, key, value)
         self.mode = mode
         self._abort_all()  # pooled connections must not bypass the new mode
+        # Let the client (same event loop) read those resets before its next request: without a loop pass
+        # it could pick an aborted pooled connection, which a real server would not have reset at that instant.
+        await asyncio.sleep(0.01)
         if mode == "refuse":
             await self._stop_listening()
         elif self._server is None:
