@@ -27,7 +27,8 @@ from elastic_transport import ApiResponseMeta, BaseAsyncNode, HttpHeaders
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
-from raw_client import Precomputed, one_phase, two_phase  # bench/raw_client.py: the hand-written references
+from raw_client import Precomputed, one_phase, two_phase
+from run import throughput  # bench/run.py's own measurement  # bench/raw_client.py: the hand-written references
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
@@ -46,20 +47,6 @@ async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]
         await call(q)
     n = len(queries)
     return (time.process_time() - c0) * 1000 / n, (time.perf_counter() - w0) * 1000 / n
-
-
-async def throughput(call: Callable[[str], Awaitable[Any]], queries: list[str], callers: int, seconds: float) -> float:
-    done, stop_at = 0, time.perf_counter() + seconds
-
-    async def worker(i: int) -> None:
-        nonlocal done
-        while time.perf_counter() < stop_at:
-            await call(queries[i % len(queries)])
-            done, i = done + 1, i + callers
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(i) for i in range(callers)))
-    return done / (time.perf_counter() - t0)
 
 
 class CannedNode(BaseAsyncNode):

@@ -75,7 +75,7 @@ def _validate(legs: Mapping[str, object], weights: Mapping[str, float] | None) -
 
 
 #: One leg as the core takes it: its ids and raw scores, best first (parallel sequences).
-Ranked = tuple[Sequence[str], Sequence[float]]
+LegColumns = tuple[Sequence[str], Sequence[float]]
 
 
 class FusedList(Sequence[FusedHit]):
@@ -135,7 +135,7 @@ class FusedList(Sequence[FusedHit]):
         )
 
 
-def _provenance(legs: Mapping[str, Ranked]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+def _provenance(legs: Mapping[str, LegColumns]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
     """id -> {leg: rank} and id -> {leg: raw score}; a duplicate id within one leg keeps its first (best)
     rank."""
     ranks: dict[str, dict[str, int]] = {}
@@ -161,7 +161,7 @@ def _ordered(
     return FusedList([key[3] for key in keys], scored, ranks, raw, best)
 
 
-def _rrf(legs: Mapping[str, Ranked], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
+def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
     if k < 1:
         raise ValueError("k must be >= 1")
     w = _validate(legs, weights)
@@ -209,7 +209,9 @@ def _three_sigma(scores: Sequence[float]) -> list[float]:
     return [min(max((s - lo) / (hi - lo), 0.0), 1.0) for s in scores]
 
 
-def _score_fusion(legs: Mapping[str, Ranked], weights: Mapping[str, float] | None, method: FusionMethod) -> FusedList:
+def _score_fusion(
+    legs: Mapping[str, LegColumns], weights: Mapping[str, float] | None, method: FusionMethod
+) -> FusedList:
     w = _validate(legs, weights)
     ranks, raw = _provenance(legs)
     normalise = {"linear_minmax": _minmax, "linear_zscore": _zscore, "dbsf": _three_sigma}[method]
@@ -228,7 +230,7 @@ def _score_fusion(legs: Mapping[str, Ranked], weights: Mapping[str, float] | Non
 
 
 def fused_list(
-    legs: Mapping[str, Ranked],
+    legs: Mapping[str, LegColumns],
     *,
     method: FusionMethod = "rrf",
     k: int = DEFAULT_RRF_K,
@@ -253,5 +255,5 @@ def fuse(
     return list(fused_list(_columns(legs), method=method, k=k, weights=weights))
 
 
-def _columns(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, Ranked]:
+def _columns(legs: Mapping[str, Sequence[LegHit]]) -> dict[str, LegColumns]:
     return {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in legs.items()}

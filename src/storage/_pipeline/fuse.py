@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ClientClosed, ConfigurationError, IndexNotFound, PartialResults, SearchError, SearchFailed
-from .._fusion import FusedList, Ranked, fused_list
+from .._fusion import FusedList, LegColumns, fused_list
 from .._logging import event
 from .plan import Plan
 from .state import LegOutcome
@@ -76,7 +76,7 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
     return Fused(hits=hits, overlap=overlap, failed=failed)
 
 
-def hit_columns(hits: Sequence[Mapping[str, Any]]) -> Ranked:
+def hit_columns(hits: Sequence[Mapping[str, Any]]) -> LegColumns:
     """A leg's hits as the fusion core takes them: (ids, scores), best first."""
     return [h["_id"] for h in hits], [h.get("_score") or 0.0 for h in hits]
 

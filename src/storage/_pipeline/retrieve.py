@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from .._backend import Backend
@@ -84,13 +84,7 @@ class Retriever:
     async def _legs_parallel(self, plan: Plan) -> dict[str, LegOutcome]:
         coros: list[Awaitable[LegOutcome]] = []
         if "bm25" in plan.legs:
-            body = bm25_request(
-                plan.text,
-                filters=plan.clauses,
-                size=plan.window,
-                clause=plan.bm25_clause,
-                docvalue_fields=_doc_values(plan),
-            )
+            body = _bm25_body(plan)
             bm25 = LegOutcome("bm25")
             coros.append(self.run_leg(bm25, self._search_leg(bm25, plan.target, body)))
         if "knn" in plan.legs:
@@ -112,14 +106,7 @@ class Retriever:
         vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
-        body = knn_request(
-            vector,
-            filters=plan.clauses,
-            k=plan.window,
-            num_candidates=plan.candidates,
-            similarity=plan.similarity,
-            docvalue_fields=_doc_values(plan),
-        )
+        body = _knn_body(plan, vector)
         es = self._b.leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
         full = server_side(body, self._b.settings, remaining)
@@ -142,14 +129,7 @@ class Retriever:
                     async with asyncio.timeout(budget):
                         vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
                     knn.embed_ms = (time.perf_counter() - t0) * 1000
-                    body = knn_request(
-                        vector,
-                        filters=plan.clauses,
-                        k=plan.window,
-                        num_candidates=plan.candidates,
-                        similarity=plan.similarity,
-                        docvalue_fields=_doc_values(plan),
-                    )
+                    body = _knn_body(plan, vector)
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                     order.append("knn")
                 except TimeoutError:
@@ -158,13 +138,7 @@ class Retriever:
                     knn.error = exc
                 knn.waiting_on = "elasticsearch"
             if "bm25" in outcomes:
-                body = bm25_request(
-                    plan.text,
-                    filters=plan.clauses,
-                    size=plan.window,
-                    clause=plan.bm25_clause,
-                    docvalue_fields=_doc_values(plan),
-                )
+                body = _bm25_body(plan)
                 item = self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                 searches = [*item, *searches]
                 order.insert(0, "bm25")
@@ -198,6 +172,25 @@ class Retriever:
         if "allow_partial_search_results" in full:
             header["allow_partial_search_results"] = full.pop("allow_partial_search_results")
         return [header, msearch_body(full)]
+
+
+def _bm25_body(plan: Plan) -> dict[str, Any]:
+    """The BM25 leg's request, the same in both round-trip shapes."""
+    return bm25_request(
+        plan.text, filters=plan.clauses, size=plan.window, clause=plan.bm25_clause, docvalue_fields=_doc_values(plan)
+    )
+
+
+def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
+    """The kNN leg's request, the same in both round-trip shapes."""
+    return knn_request(
+        vector,
+        filters=plan.clauses,
+        k=plan.window,
+        num_candidates=plan.candidates,
+        similarity=plan.similarity,
+        docvalue_fields=_doc_values(plan),
+    )
 
 
 def _doc_values(plan: Plan) -> tuple[str, ...]:
