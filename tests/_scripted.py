@@ -34,6 +34,42 @@ class ScriptedServer:
         raw = body if isinstance(body, bytes) else json.dumps(body, allow_nan=True).encode()
         self.answers.append((status, {"content-type": "application/json", **(headers or {})}, raw))
 
+    def script_stream(self, events: list[object], *, cut: int | None = None) -> None:
+        """A server-sent-events answer (``data: <json>`` per event; a str is sent as is, e.g. ``[DONE]``);
+        ``cut``: only the first ``cut`` bytes are sent before the connection closes."""
+        raw = b"".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events)
+        headers = {"content-type": "text/event-stream"}
+        if cut is not None:
+            headers["x-scripted-cut"] = str(cut)
+        self.answers.append((200, headers, raw))
+
+
+def chat_body(text: str | None, *, finish: str | None = "stop", model: str = "scripted") -> dict[str, Any]:
+    """An OpenAI chat completion (``text=None``: a message without content)."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+def chat_chunks(parts: list[str], *, finish: str | None = "stop", model: str = "scripted") -> list[object]:
+    """The streamed form of an answer made of ``parts`` (then ``[DONE]``); ``finish=None``: no finish."""
+
+    def chunk(delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": reason}
+        return {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [choice]}
+
+    events: list[object] = [chunk({"role": "assistant", "content": ""}, None)]
+    events += [chunk({"content": p}, None) for p in parts]
+    if finish is not None:
+        events.append(chunk({}, finish))
+    events.append("[DONE]")
+    return events
+
 
 def embeddings_body(n: int, dims: int, value: float = 0.5) -> dict[str, Any]:
     vec = [value] + [0.0] * (dims - 1) if not math.isnan(value) else [value] * dims
@@ -59,13 +95,18 @@ def serve_http(answer: Callable[[str, dict[str, Any], str | None], Answer]) -> I
             status, headers, body = answer(
                 self.path, json.loads(self.rfile.read(length) or b"{}"), self.headers.get("authorization")
             )
+            # "x-scripted-cut: N": announce the whole body, send its first N bytes, close (a peer dying mid-answer).
+            cut = headers.pop("x-scripted-cut", None)
             try:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                self.wfile.write(body if cut is None else body[: int(cut)])
+                if cut is not None:
+                    self.wfile.flush()
+                    self.close_connection = True
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout tests)
 

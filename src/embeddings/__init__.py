@@ -7,6 +7,9 @@ Embedders (the ``Embedder`` protocol):
 - :class:`HashingEmbedder`: deterministic feature hashing, for tests.
 - :class:`CachedEmbedder`: a persistent cache (model, kind, text hash) in front of any of them.
 
+Chat models (the ``LLM`` protocol; optional, off by default): :class:`OpenAIChat`, the OpenAI
+chat-completions API or any compatible server (vLLM, Ollama, LM Studio, llama.cpp's server...).
+
 Rerankers (the ``Reranker`` protocol; optional, off by default):
 
 - :class:`HttpReranker`: the Cohere ``/v1|v2/rerank`` shape (Cohere, Jina, Voyage, vLLM, gateways) or TEI's
@@ -31,14 +34,25 @@ from ._errors import (
 )
 from ._hashing import HashingEmbedder
 from ._http_rerank import HttpReranker, RerankApi
+from ._llm import LLM, ChatMessage, Completion, OpenAIChat, Usage
 from ._local import LocalEmbedder
 from ._openai import OpenAIEmbedder
 from ._rerank import Reranker, validate_scores
-from ._settings import EmbeddingSettings, RerankerSettings, create_embedder, create_reranker
+from ._settings import (
+    EmbeddingSettings,
+    LLMSettings,
+    RerankerSettings,
+    create_embedder,
+    create_llm,
+    create_reranker,
+)
 
 __all__ = [
+    "LLM",
     "BaseEmbedder",
     "CachedEmbedder",
+    "ChatMessage",
+    "Completion",
     "CrossEncoderReranker",
     "Embedder",
     "EmbeddingConfigError",
@@ -50,7 +64,9 @@ __all__ = [
     "HttpReranker",
     "InvalidEmbedding",
     "InvalidResponse",
+    "LLMSettings",
     "LocalEmbedder",
+    "OpenAIChat",
     "OpenAIEmbedder",
     "ProviderConfigError",
     "ProviderError",
@@ -59,8 +75,10 @@ __all__ = [
     "RerankApi",
     "Reranker",
     "RerankerSettings",
+    "Usage",
     "Vector",
     "create_embedder",
+    "create_llm",
     "create_reranker",
     "validate_scores",
     "validate_vectors",

@@ -1,5 +1,5 @@
 """Provider selection from the environment: ``EMBEDDINGS_*`` (plus ``OPENAI_BASE_URL``/``OPENAI_API_KEY``) for
-the embedder, ``RERANKER_*`` for the optional reranker."""
+the embedder, ``RERANKER_*`` for the optional reranker, ``LLM_*`` for the optional chat model."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from ._cross_encoder import CrossEncoderReranker
 from ._errors import EmbeddingConfigError, ProviderConfigError
 from ._hashing import HashingEmbedder
 from ._http_rerank import DEFAULT_MAX_DOCUMENT_CHARS, HttpReranker, RerankApi
+from ._llm import DEFAULT_MAX_TOKENS, LLM, OpenAIChat
+from ._llm import DEFAULT_TIMEOUT_S as DEFAULT_LLM_TIMEOUT_S
 from ._local import LocalEmbedder
 from ._openai import DEFAULT_BATCH_SIZE, OpenAIEmbedder
 from ._rerank import Reranker
 
-__all__ = ["EmbeddingSettings", "RerankerSettings", "create_embedder", "create_reranker"]
+__all__ = ["EmbeddingSettings", "LLMSettings", "RerankerSettings", "create_embedder", "create_llm", "create_reranker"]
 
 
 class EmbeddingSettings(BaseSettings):
@@ -118,4 +120,42 @@ def create_reranker(settings: RerankerSettings | None = None) -> Reranker | None
         timeout_s=s.timeout_s,
         max_documents_per_request=s.max_documents,
         max_document_chars=s.max_chars,
+    )
+
+
+class LLMSettings(BaseSettings):
+    """``LLM_PROVIDER=none`` (default: no answers) | ``openai`` (the OpenAI API or any compatible server)."""
+
+    model_config = SettingsConfigDict(env_prefix="LLM_", extra="ignore", frozen=True)
+
+    provider: Literal["none", "openai"] = "none"
+    #: The model name (required): ``gpt-4o-mini``, or whatever the local server calls its model.
+    model: str | None = None
+    #: An OpenAI-compatible server (``http://127.0.0.1:8000/v1``); None: the OpenAI API.
+    base_url: str | None = None
+    api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("LLM_API_KEY", "OPENAI_API_KEY"))
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    #: Per request; the answer as a whole has its own deadline (``ES_ANSWER_TIMEOUT_S``).
+    timeout_s: float = Field(default=DEFAULT_LLM_TIMEOUT_S, gt=0)
+    #: The model's context window in tokens, if known: the context given to it is kept inside.
+    context_tokens: int | None = Field(default=None, ge=256)
+
+
+def create_llm(settings: LLMSettings | None = None) -> LLM | None:
+    """The chat model the settings describe (from the environment when ``settings`` is None); None when
+    ``LLM_PROVIDER`` is ``none`` (the default)."""
+    s = settings if settings is not None else LLMSettings()
+    if s.provider == "none":
+        return None
+    if not s.model:
+        raise ProviderConfigError("LLM_PROVIDER=openai needs LLM_MODEL (e.g. gpt-4o-mini, or the local server's model)")
+    return OpenAIChat(
+        model=s.model,
+        base_url=s.base_url,
+        api_key=s.api_key,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        timeout_s=s.timeout_s,
+        context_tokens=s.context_tokens,
     )

@@ -8,8 +8,10 @@ The front door::
         await client.ensure_index()
         await client.index_documents([Document(id="1", title="...", text="...")], refresh=True)
         response = await client.search("revenue guidance cut", mode="hybrid", limit=10)
+        answer = await client.answer("Why was the guidance cut?")   # needs a chat model (LLM_*)
 """
 
+from ._answer import AnswerPrompt
 from ._client import ProgressCallback, QuerySyntax, SearchClient
 from ._errors import (
     AccessDenied,
@@ -37,6 +39,14 @@ from ._filters import Exists, Filter, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
 from ._logging import configure_ecs_logging, correlation_id
 from ._models import (
+    Answer,
+    AnswerDelta,
+    AnswerDone,
+    AnswerEntry,
+    AnswerEvent,
+    AnswerStatus,
+    AnswerTimings,
+    AnswerUsage,
     Document,
     FailedDocument,
     IndexProgress,
@@ -57,6 +67,15 @@ __all__ = [
     "DEFAULT_RRF_K",
     "AccessDenied",
     "AnalyzerUnavailable",
+    "Answer",
+    "AnswerDelta",
+    "AnswerDone",
+    "AnswerEntry",
+    "AnswerEvent",
+    "AnswerPrompt",
+    "AnswerStatus",
+    "AnswerTimings",
+    "AnswerUsage",
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",

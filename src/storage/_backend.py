@@ -9,14 +9,14 @@ same way, and an open breaker of one dependency never blocks another. It holds n
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
 from elasticsearch import AsyncElasticsearch
 
-from embeddings import Embedder, ProviderError, Reranker, Vector
+from embeddings import LLM, ChatMessage, Completion, Embedder, InvalidResponse, ProviderError, Reranker, Vector
 
-from ._errors import ClientClosed, ConfigurationError, SearchError
+from ._errors import ClientClosed, ConfigurationError, ProviderDependency, SearchError
 from ._errors_map import map_es_error, map_provider_error
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
@@ -40,27 +40,33 @@ class Backend:
         es_policy: ResiliencePolicy | None = None,
         embeddings_policy: ResiliencePolicy | None = None,
         reranker_policy: ResiliencePolicy | None = None,
+        llm: LLM | None = None,
+        llm_policy: ResiliencePolicy | None = None,
     ) -> None:
         self.es = es
         self.embedder = embedder
         self.reranker = reranker
+        self.llm = llm
         self.settings = settings
         self.closed = False
         self.es_resilience = Resilience("elasticsearch", es_policy or settings.es_policy())
         self.embed_resilience = Resilience("embeddings", embeddings_policy or settings.embeddings_policy())
         self.rerank_resilience = Resilience("reranker", reranker_policy or settings.reranker_policy())
+        self.llm_resilience = Resilience("llm", llm_policy or settings.llm_policy())
 
     @property
     def resilience(self) -> dict[str, Resilience]:
         stacks = {"elasticsearch": self.es_resilience, "embeddings": self.embed_resilience}
         if self.reranker is not None:
             stacks["reranker"] = self.rerank_resilience
+        if self.llm is not None:
+            stacks["llm"] = self.llm_resilience
         return stacks
 
     def close(self) -> None:
         """Mark closed and wake every call sleeping in a backoff (they end with ClientClosed)."""
         self.closed = True
-        for stack in (self.es_resilience, self.embed_resilience, self.rerank_resilience):
+        for stack in (self.es_resilience, self.embed_resilience, self.rerank_resilience, self.llm_resilience):
             stack.close()
 
     def check_open(self) -> None:
@@ -158,9 +164,61 @@ class Backend:
             attempt_timeout_s=budget_s,
         )
 
+    # -- the chat model --------------------------------------------------------------------------------
+
+    def require_llm(self) -> LLM:
+        if self.llm is None:
+            raise ConfigurationError(
+                "no chat model configured: pass llm= to SearchClient, or set LLM_PROVIDER=openai and LLM_MODEL "
+                "(LLM_BASE_URL for an OpenAI-compatible server; `python -m embeddings.local_llm start` runs one)"
+            )
+        return self.llm
+
+    async def chat(self, messages: Sequence[ChatMessage], *, budget_s: float) -> Completion:
+        """One chat completion through the chat model's own stack (retries of transient errors included)."""
+        llm = self.require_llm()
+        return await self._provider_call(
+            "llm",
+            lambda: llm.complete(messages),
+            "hybrid_search.llm",
+            {"llm.model": llm.model_id, "llm.messages": len(messages)},
+            deadline_s=budget_s,
+            attempt_timeout_s=budget_s,
+        )
+
+    async def open_chat_stream(
+        self, messages: Sequence[ChatMessage], *, budget_s: float
+    ) -> tuple[str | Completion, AsyncGenerator[str | Completion, None]]:
+        """Start a streamed answer through the chat model's stack: retried (like :meth:`chat`) until its
+        first event arrives, since nothing has been shown yet. Returns that event and the rest of the
+        stream; errors after it are mapped but neither retried nor counted by the breaker (the caller has
+        shown text by then)."""
+        llm = self.require_llm()
+
+        async def first() -> tuple[str | Completion, AsyncIterator[str | Completion]]:
+            stream = llm.stream(messages)
+            try:
+                head = await anext(stream)
+            except StopAsyncIteration:
+                raise InvalidResponse("chat stream ended before its first event") from None
+            except BaseException:
+                await _close(stream)
+                raise
+            return head, stream
+
+        head, stream = await self._provider_call(
+            "llm",
+            first,
+            "hybrid_search.llm",
+            {"llm.model": llm.model_id, "llm.messages": len(messages), "llm.stream": True},
+            deadline_s=budget_s,
+            attempt_timeout_s=budget_s,
+        )
+        return head, _mapped(stream)
+
     async def _provider_call(
         self,
-        dependency: Literal["embeddings", "reranker"],
+        dependency: ProviderDependency,
         op: Callable[[], Awaitable[T]],
         span_name: str,
         attrs: dict[str, AttrValue],
@@ -177,6 +235,25 @@ class Backend:
             except ProviderError as exc:
                 raise map_provider_error(exc, dependency) from exc
 
-        stack = self.embed_resilience if dependency == "embeddings" else self.rerank_resilience
+        stack = {"embeddings": self.embed_resilience, "reranker": self.rerank_resilience, "llm": self.llm_resilience}[
+            dependency
+        ]
         with span(span_name, attrs):
             return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+
+
+async def _close(stream: AsyncIterator[object]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _mapped(stream: AsyncIterator[str | Completion]) -> AsyncGenerator[str | Completion, None]:
+    """The rest of a chat stream, its provider errors mapped onto ours."""
+    try:
+        async for item in stream:
+            yield item
+    except ProviderError as exc:
+        raise map_provider_error(exc, "llm") from exc
+    finally:
+        await _close(stream)

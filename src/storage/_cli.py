@@ -2,8 +2,9 @@
 
 Commands: ``demo`` (the main job on a fresh machine: ``ES_URL`` if set, else a local Elasticsearch fetched
 from Maven Central; index a small corpus this module writes itself, search, stop what it started),
-``init``, ``ingest``, ``search``, ``health``, ``eval``, ``mcp``, ``kibana-import``. Settings come from the
-environment (``ES_*``, ``EMBEDDINGS_*``); ``--url`` / ``--index`` override the two most common ones.
+``init``, ``ingest``, ``search``, ``ask`` (an answer with citations, streamed), ``health``, ``eval``, ``mcp``,
+``kibana-import``. Settings come from the environment (``ES_*``, ``EMBEDDINGS_*``, ``LLM_*``); ``--url`` /
+``--index`` override the two most common ones.
 Errors print one line and exit non-zero (1: some documents failed, 2: an error); ``--verbose`` shows the
 details.
 """
@@ -31,7 +32,7 @@ from embeddings import create_embedder
 
 from ._errors import ConfigurationError, SearchError
 from ._eval import beir_document, load_beir, read_jsonl_documents
-from ._models import Document, IndexProgress, SearchResponse
+from ._models import Answer, AnswerDelta, Document, IndexProgress, SearchResponse
 from ._settings import SearchSettings
 
 DEMO_CORPUS: tuple[Document, ...] = (
@@ -273,6 +274,71 @@ def search(
         return 0
 
     _run(go())
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
+    filter_: Annotated[
+        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Documents to retrieve (default ES_ANSWER_LIMIT).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON (no streaming).")] = False,
+) -> None:
+    """Answer a question from the documents with a chat model (LLM_*): the answer streams, then its sources.
+    Exit 1 when the chat model failed (the retrieved entries are still listed)."""
+
+    async def go() -> int:
+        async with _client() as client:
+            if as_json:
+                done = await client.answer(
+                    question, mode=mode, filters=_parse_filters(filter_ or []) or None, limit=limit
+                )
+                out.print(done.model_dump_json(indent=2), markup=False)
+                return 1 if done.status == "llm_failed" else 0
+            answer: Answer | None = None
+            stream = client.answer_stream(
+                question, mode=mode, filters=_parse_filters(filter_ or []) or None, limit=limit
+            )
+            async for item in stream:
+                if isinstance(item, AnswerDelta):
+                    out.print(item.text, end="", markup=False)
+                else:
+                    answer = item.answer
+        assert answer is not None
+        print_answer(answer, streamed=True)
+        return 1 if answer.status == "llm_failed" else 0
+
+    _run(go())
+
+
+def print_answer(answer: Answer, *, streamed: bool = False) -> None:
+    """The answer (unless already streamed), then the cited sources and what went wrong, if anything."""
+    if answer.status == "llm_failed":
+        if streamed:
+            out.print("", markup=False)
+        err.print(f"no answer: the chat model failed ({answer.degraded_reason}): {answer.error}", markup=False)
+    elif not streamed or answer.status == "nothing_found":
+        out.print(answer.answer or "", markup=False)
+    else:
+        out.print("", markup=False)
+    if answer.sources:
+        label = "sources (the answer cited none: all entries it was given)" if answer.citations_fallback else "sources"
+        out.print(f"\n{label}:", markup=False)
+        for entry in answer.sources:
+            where = f" ({entry.source})" if entry.source else ""
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}{where}", markup=False)
+    elif answer.status == "llm_failed" and answer.entries:
+        out.print("\nretrieved (not answered):", markup=False)
+        for entry in answer.entries:
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}", markup=False)
+    if answer.invented_citations:
+        invented = ", ".join("#" + c for c in answer.invented_citations)
+        out.print(f"not in the documents (invented by the model, ignored): {invented}", markup=False)
+    t = answer.timings
+    llm = f", model {t.llm_ms / 1000:.1f} s" if t.llm_ms is not None else ""
+    out.print(f"({answer.model or 'no model'}; search {t.search_ms:.0f} ms{llm})", markup=False, style="dim")
 
 
 def print_table(res: SearchResponse) -> None:

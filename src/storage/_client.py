@@ -4,8 +4,9 @@
 - :mod:`storage._walk` — deep paging on a point-in-time;
 - :mod:`storage._indices` — the alias and its versioned indices;
 - :mod:`storage._ingest` — embedding and bulk indexing;
-- :mod:`storage._backend` — every call to Elasticsearch, the embedder and the reranker, through its
-  resilience stack.
+- :mod:`storage._answer` — answers with citations: the search, a budgeted context, the chat model;
+- :mod:`storage._backend` — every call to Elasticsearch, the embedder, the reranker and the chat model,
+  through its resilience stack.
 
 The client holds no per-request state: concurrent calls share nothing but the dependencies.
 """
@@ -19,8 +20,9 @@ from typing import Any, Self, TypeVar
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
-from embeddings import Embedder, ProviderConfigError, Reranker, create_embedder, create_reranker
+from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embedder, create_llm, create_reranker
 
+from ._answer import Answerer, AnswerPrompt
 from ._backend import Backend
 from ._errors import ConfigurationError, ElasticsearchNotConfigured, InvalidQuery
 from ._filters import FilterInput
@@ -28,7 +30,7 @@ from ._fusion import FusionMethod
 from ._indices import IndexManager
 from ._ingest import Ingester, ProgressCallback
 from ._logging import add_observer, remove_observer
-from ._models import Document, IndexReport, SearchMode, SearchPage, SearchResponse
+from ._models import Answer, AnswerEvent, Document, IndexReport, SearchMode, SearchPage, SearchResponse
 from ._pipeline import QuerySyntax, SearchPipeline, SearchRequest
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import RoundTrip, SearchSettings
@@ -58,6 +60,8 @@ class SearchClient:
         embeddings_policy: ResiliencePolicy | None = None,
         reranker: Reranker | None = None,
         reranker_policy: ResiliencePolicy | None = None,
+        llm: LLM | None = None,
+        llm_policy: ResiliencePolicy | None = None,
     ) -> None:
         self._es = es
         self._settings = settings if settings is not None else SearchSettings()
@@ -70,11 +74,14 @@ class SearchClient:
             es_policy=es_policy,
             embeddings_policy=embeddings_policy,
             reranker_policy=reranker_policy,
+            llm=llm,
+            llm_policy=llm_policy,
         )
         self._indices = IndexManager(self._backend)
         self._ingester = Ingester(self._backend, self._indices)
         self._pipeline = SearchPipeline(self._backend)
         self._walker = Walker(self._backend, self._pipeline.retriever, self._pipeline.enricher)
+        self._answerer = Answerer(self._backend, self._pipeline)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
 
     # -- construction and lifecycle -------------------------------------------------------------------
@@ -86,9 +93,11 @@ class SearchClient:
         *,
         embedder: Embedder | None = None,
         reranker: Reranker | None = None,
+        llm: LLM | None = None,
     ) -> SearchClient:
-        """A client from ``ES_*``, ``EMBEDDINGS_*`` and ``RERANKER_*`` environment variables, or the settings
-        and providers given. The reranker is optional (``RERANKER_PROVIDER``, default none)."""
+        """A client from ``ES_*``, ``EMBEDDINGS_*``, ``RERANKER_*`` and ``LLM_*`` environment variables, or the
+        settings and providers given. The reranker and the chat model are optional (``RERANKER_PROVIDER``,
+        ``LLM_PROVIDER``, default none)."""
         s = settings if settings is not None else SearchSettings()
         hosts = s.hosts()
         if not hosts and not s.cloud_id:
@@ -133,9 +142,10 @@ class SearchClient:
         try:
             emb = embedder if embedder is not None else create_embedder()
             rer = reranker if reranker is not None else create_reranker()
+            chat = llm if llm is not None else create_llm()
         except ProviderConfigError as exc:
             raise ConfigurationError(str(exc)) from exc
-        return cls(es, emb, s, reranker=rer)
+        return cls(es, emb, s, reranker=rer, llm=chat)
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
@@ -166,7 +176,7 @@ class SearchClient:
         return sink
 
     async def aclose(self) -> None:
-        """Close the Elasticsearch connection pool, the embedder and the reranker. Idempotent."""
+        """Close the Elasticsearch connection pool and the model providers. Idempotent."""
         b = self._backend
         if b.closed:
             return
@@ -182,8 +192,12 @@ class SearchClient:
                 try:
                     await b.embedder.aclose()
                 finally:
-                    if b.reranker is not None:
-                        await b.reranker.aclose()
+                    try:
+                        if b.reranker is not None:
+                            await b.reranker.aclose()
+                    finally:
+                        if b.llm is not None:
+                            await b.llm.aclose()
 
     @property
     def closed(self) -> bool:
@@ -200,6 +214,10 @@ class SearchClient:
     @property
     def reranker(self) -> Reranker | None:
         return self._backend.reranker
+
+    @property
+    def llm(self) -> LLM | None:
+        return self._backend.llm
 
     @property
     def resilience(self) -> dict[str, Resilience]:
@@ -364,6 +382,112 @@ class SearchClient:
             rerank_candidates=rerank_candidates,
         )
         return await self._pipeline.run(request)
+
+    # -- answers -------------------------------------------------------------------------------------
+
+    def _answer_request(
+        self,
+        question: str,
+        *,
+        mode: SearchMode,
+        filters: FilterInput,
+        tenant_id: str | None,
+        limit: int | None,
+        rerank: bool | None,
+        strict: bool,
+        index: str | None,
+    ) -> SearchRequest:
+        return SearchRequest(
+            query=question,
+            mode=mode,
+            filters=filters,
+            limit=limit if limit is not None else self._settings.answer_limit,
+            tenant_id=tenant_id,
+            strict=strict,
+            highlight=False,  # the model reads the texts, not the highlights
+            index=index,
+            rerank=rerank,
+        )
+
+    async def answer(
+        self,
+        question: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int | None = None,
+        rerank: bool | None = None,
+        max_context_chars: int | None = None,
+        timeout_s: float | None = None,
+        strict: bool = False,
+        index: str | None = None,
+        prompt: AnswerPrompt | None = None,
+    ) -> Answer:
+        """Answer ``question`` from the index, citing the documents: one :meth:`search` (same validation,
+        filters, tenancy and degraded model; ``limit`` hits, default ``settings.answer_limit``), a context of
+        ``ENTRY #id`` blocks within ``max_context_chars`` (default ``settings.answer_context_chars``; also
+        within the model's window when it is known), one chat completion, and the citations checked against
+        the context (``answer.invented_citations`` are ids the model made up, never sources).
+
+        The whole call ends within ``timeout_s`` (default ``settings.answer_timeout_s``). A chat model that
+        is down, slow or answers garbage gives ``answer=None``, the entries, ``degraded=True`` and an
+        ``llm_*`` reason; ``strict=True`` raises the typed error instead (and makes the search strict).
+        Nothing found: no chat call, ``status="nothing_found"``. Needs a chat model (``llm=`` or
+        ``LLM_PROVIDER``): :class:`ConfigurationError` otherwise, before any request.
+        """
+        request = self._answer_request(
+            question,
+            mode=mode,
+            filters=filters,
+            tenant_id=tenant_id,
+            limit=limit,
+            rerank=rerank,
+            strict=strict,
+            index=index,
+        )
+        return await self._answerer.answer(
+            request,
+            prompt=prompt or AnswerPrompt(),
+            max_context_chars=max_context_chars or self._settings.answer_context_chars,
+            timeout_s=timeout_s or self._settings.answer_timeout_s,
+        )
+
+    def answer_stream(
+        self,
+        question: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int | None = None,
+        rerank: bool | None = None,
+        max_context_chars: int | None = None,
+        timeout_s: float | None = None,
+        strict: bool = False,
+        index: str | None = None,
+        prompt: AnswerPrompt | None = None,
+    ) -> AsyncIterator[AnswerEvent]:
+        """:meth:`answer`, streamed: :class:`AnswerDelta` events with the text as the model writes it, then
+        one :class:`AnswerDone` with the whole :class:`Answer` (citations, entries, timings with
+        ``first_token_ms``). If the model fails mid-way the last event says so (``answer.answer`` is None):
+        replace the text shown. Use ``contextlib.aclosing`` to stop early."""
+        request = self._answer_request(
+            question,
+            mode=mode,
+            filters=filters,
+            tenant_id=tenant_id,
+            limit=limit,
+            rerank=rerank,
+            strict=strict,
+            index=index,
+        )
+        return self._answerer.stream(
+            request,
+            prompt=prompt or AnswerPrompt(),
+            max_context_chars=max_context_chars or self._settings.answer_context_chars,
+            timeout_s=timeout_s or self._settings.answer_timeout_s,
+        )
 
     async def search_tool(
         self,

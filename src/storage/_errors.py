@@ -31,7 +31,7 @@
     └── SearchFailed                    every leg of a hybrid search failed (or one did in strict mode);
                                         .leg_errors maps leg -> the error above
 
-``dependency`` on the transport errors is ``"elasticsearch"``, ``"embeddings"`` or ``"reranker"``.
+``dependency`` on the transport errors is ``"elasticsearch"``, ``"embeddings"``, ``"reranker"`` or ``"llm"``.
 Model-provider errors (``embeddings.ProviderError``) are mapped onto DependencyUnavailable /
 DependencyError at the storage boundary, with the original as ``__cause__``.
 """
@@ -64,7 +64,9 @@ __all__ = [
     "TLSFailed",
 ]
 
-Dependency = Literal["elasticsearch", "embeddings", "reranker", "telemetry"]
+Dependency = Literal["elasticsearch", "embeddings", "reranker", "llm", "telemetry"]
+#: The model providers (package ``embeddings``), each behind its own resilience stack.
+ProviderDependency = Literal["embeddings", "reranker", "llm"]
 
 
 class SearchError(Exception):

@@ -27,6 +27,7 @@ from ._errors import (
     DependencyUnavailable,
     IncompatibleServer,
     IndexNotFound,
+    ProviderDependency,
     SearchError,
     TLSFailed,
 )
@@ -185,9 +186,9 @@ def shards_unavailable(message: str, status: int | None) -> DependencyError:
     return err
 
 
-def map_provider_error(exc: ProviderError, dependency: Literal["embeddings", "reranker"]) -> SearchError:
+def map_provider_error(exc: ProviderError, dependency: ProviderDependency) -> SearchError:
     """Map a model-provider error onto our tree (the original stays as ``__cause__``)."""
-    what = "embedding provider" if dependency == "embeddings" else "reranker"
+    what = {"embeddings": "embedding provider", "reranker": "reranker", "llm": "chat model"}[dependency]
     if isinstance(exc, ProviderConfigError):
         return ConfigurationError(str(exc))
     if isinstance(exc, ProviderUnavailable):
@@ -213,9 +214,9 @@ def map_embedding_error(exc: ProviderError) -> SearchError:
 
 
 def timeout_error(
-    leg: str, dependency: Literal["elasticsearch", "embeddings", "reranker"], budget_s: float
+    leg: str, dependency: Literal["elasticsearch", "embeddings", "reranker", "llm"], budget_s: float
 ) -> SearchError:
-    what = "stage" if leg == "rerank" else "leg"
+    what = "stage" if leg in ("rerank", "answer") else "leg"
     return DependencyUnavailable(
         f"{leg} {what} exceeded its {budget_s:g} s budget while waiting on {dependency}",
         dependency=dependency,

@@ -87,6 +87,12 @@ class SearchSettings(BaseSettings):
     rerank_candidates: int = Field(default=50, ge=1, le=1000)
     #: The rerank stage's budget inside a search (retries included); over it, the fused order is returned.
     rerank_timeout_s: float = Field(default=3.0, gt=0)
+    #: Answers (:meth:`SearchClient.answer`): the whole call's deadline (search, context, the chat model,
+    #: retries included). A local CPU model may need tens of seconds; hosted ones a few.
+    answer_timeout_s: float = Field(default=90.0, gt=0)
+    #: Hits retrieved for an answer, and the characters of their text the model is given at most.
+    answer_limit: int = Field(default=5, ge=1, le=100)
+    answer_context_chars: int = Field(default=6000, ge=200)
     #: Deep paging (search_page): each leg's depth fused into the walk's head; then the BM25 tail.
     paging_depth: int = Field(default=1000, ge=1, le=10_000)
     #: How long a walk's point-in-time lives between two pages.
@@ -142,6 +148,19 @@ class SearchSettings(BaseSettings):
             max_concurrency=self.max_concurrency,
             deadline_s=self.rerank_timeout_s,
             attempt_timeout_s=self.rerank_timeout_s,
+        )
+
+    def llm_policy(self) -> ResiliencePolicy:
+        """The chat model's stack: its own breaker; retries only inside the answer's deadline. At most 4
+        answers in flight: a local server runs one at a time, and a queue past that only times out."""
+        return ResiliencePolicy(
+            attempts=self.retry_attempts,
+            fail_max=self.breaker_fail_max,
+            reset_timeout_s=self.breaker_reset_s,
+            max_concurrency=min(self.max_concurrency, 4),
+            max_wait_s=self.answer_timeout_s,
+            deadline_s=self.answer_timeout_s,
+            attempt_timeout_s=self.answer_timeout_s,
         )
 
     def hosts(self) -> list[str]:

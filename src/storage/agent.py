@@ -33,7 +33,7 @@ from ._errors import (
     SearchError,
     SearchFailed,
 )
-from ._models import SearchHit, SearchMode, SearchResponse
+from ._models import Answer, SearchHit, SearchMode, SearchResponse
 
 if TYPE_CHECKING:
     from ._client import SearchClient
@@ -44,6 +44,7 @@ __all__ = [
     "assemble_context",
     "error_message",
     "extract_citations",
+    "format_answer",
     "format_document",
     "format_results",
 ]
@@ -184,6 +185,32 @@ def error_message(exc: BaseException, *, retry_after_s: float | None = None) -> 
     if isinstance(exc, SearchError):
         return f"Search failed ({exc.reason}). Retry once; if it fails again, answer without search results."
     return "Search failed unexpectedly. Answer without search results."
+
+
+def format_answer(answer: Answer) -> str:
+    """An :class:`Answer` as an agent should read it: the text, the cited sources, and any caveat (the model
+    failed, the search was partial, citations that were not in the context)."""
+    lines: list[str] = []
+    if answer.status == "llm_failed":
+        lines.append(
+            f"No answer: the answering model failed ({answer.degraded_reason}). The documents found are listed; "
+            "search them or read them with get_document."
+        )
+    else:
+        lines.append(answer.answer or "")
+    shown = answer.sources if answer.status != "llm_failed" else answer.entries
+    if shown:
+        lines.append("")
+        lines.append("Sources:" if answer.status != "llm_failed" else "Documents found:")
+        lines += [f"[#{e.id}] {e.title or '(untitled)'}" + (f" ({e.source})" if e.source else "") for e in shown]
+    if answer.invented_citations:
+        lines.append(f"Note: {', '.join('[#' + c + ']' for c in answer.invented_citations)} are not real sources.")
+    if answer.search.degraded and answer.search.legs_failed:
+        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in answer.search.legs_failed)
+        lines.append(f"Note: {lost} search was unavailable; the answer may miss documents.")
+    if answer.search.partial:
+        lines.append("Note: part of the index did not answer; the answer may miss documents.")
+    return "\n".join(lines)
 
 
 # -- context assembly for RAG callers (pure) ------------------------------------------------------------

@@ -14,6 +14,8 @@ from embeddings import OpenAIEmbedder
 from storage import Document, SearchClient, SearchSettings
 from storage.agent import SearchTool
 
+from .._chat_server import ChatServer
+
 DOCS = [
     Document(
         id="aapl-1",
@@ -105,7 +107,7 @@ async def test_the_mcp_server_answers_a_real_mcp_client_session(tool: SearchTool
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"search", "get_document"}
+        assert set(tools) == {"search", "get_document", "answer"}
         assert tools["search"].input_schema["required"] == ["query"]
         result = await session.call_tool("search", {"query": "revenue guidance", "ticker": "AAPL"})
         text = result.content[0].text  # type: ignore[union-attr]
@@ -115,3 +117,30 @@ async def test_the_mcp_server_answers_a_real_mcp_client_session(tool: SearchTool
         assert "iPhone demand" in doc.content[0].text  # type: ignore[union-attr]
         empty = await session.call_tool("search", {"query": ""})
         assert "query is empty" in empty.content[0].text  # type: ignore[union-attr]
+        no_llm = await session.call_tool("answer", {"question": "Why did Apple cut guidance?"})
+        assert "not set up" in no_llm.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+async def test_the_mcp_answer_tool_answers_from_the_documents_with_sources(
+    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+) -> None:
+    env = {
+        "ES_URL": settings.url or "",
+        "ES_INDEX": settings.index,
+        "EMBEDDINGS_PROVIDER": "hashing",
+        "EMBEDDINGS_DIMENSIONS": "64",
+        "LLM_PROVIDER": "openai",
+        "LLM_BASE_URL": chat_server.base_url,
+        "LLM_MODEL": chat_server.model,
+        "LLM_MAX_TOKENS": "64",
+        "PATH": os.environ.get("PATH", ""),
+    }
+    params = StdioServerParameters(command=sys.executable, args=["-m", "storage.mcp_server"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool("answer", {"question": "Why did Apple cut its revenue guidance?"})
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert not result.is_error
+        assert "Sources:" in text
+        assert "[#" in text.split("Sources:")[1]  # cited entries, or all of them when the model cited none

@@ -1,0 +1,457 @@
+"""Answers with citations (RAG) on top of the search pipeline::
+
+    question ─search─▶ SearchResponse ─context─▶ ENTRY #id blocks (budgeted) ─prompt─▶ messages
+             ─chat model─▶ text ─citations─▶ Answer (cited ids in order, invented ids apart, reasoning)
+
+One search (the same pipeline: validation, filters, tenancy, degraded legs), one chat completion: the same
+question over the same index takes the same path. The pure parts — the prompt (:class:`AnswerPrompt`),
+the citation parser (:func:`parse_citations`), the context budget (:func:`context_budget`) and the
+reasoning text — are functions; :class:`Answerer` is the thin shell that calls out (through ``Backend``,
+so the chat model has its own resilience stack).
+
+The chat model failing (down, slow, rate limited, answering garbage) never raises: the :class:`Answer`
+then has ``answer=None``, the entries, ``degraded=True`` and an ``llm_*`` reason — unless ``strict=True``,
+which raises the typed error. Nothing found means no chat call at all (``status="nothing_found"``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from embeddings import ChatMessage, Completion
+
+from ._backend import Backend
+from ._errors import CircuitOpen, ConfigurationError, DependencyError, DependencyUnavailable, SearchError
+from ._errors_map import timeout_error
+from ._logging import event, query_hash
+from ._models import (
+    Answer,
+    AnswerDelta,
+    AnswerDone,
+    AnswerEntry,
+    AnswerEvent,
+    AnswerStatus,
+    AnswerTimings,
+    AnswerUsage,
+    SearchResponse,
+)
+from ._pipeline import SearchPipeline, SearchRequest
+from .agent import AssembledContext, assemble_context
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "AnswerPrompt", "Answerer", "CitationCheck", "context_budget", "parse_citations"]
+
+_log = logging.getLogger("storage.answer")
+
+DEFAULT_NO_ANSWER = "The entries do not contain the answer."
+
+#: A one-shot example: small models cite far more reliably with one (4 of 5 answers vs 2-3 of 5 measured
+#: with a 1.5B model, see docs/benchmarks.md).
+DEFAULT_SYSTEM_PROMPT = """You answer questions using only the entries the user gives you.
+Each entry starts with a header line: ENTRY #<id> | date | source | title.
+Rules:
+- Use only facts stated in the entries, never outside knowledge.
+- After every sentence, cite the entry it comes from as [#<id>], with the id from that entry's header.
+- If the entries do not contain the answer, reply exactly: {no_answer}
+- Be brief: at most four sentences.
+
+Example.
+Entries:
+ENTRY #a17 | 2021-03-02 | journal | Caffeine and sleep
+Caffeine taken six hours before bedtime reduced total sleep time by more than one hour.
+
+Question: Does coffee in the afternoon affect sleep?
+Answer: Yes. Caffeine taken six hours before bedtime reduced sleep by more than an hour [#a17]."""
+
+DEFAULT_USER_PROMPT = "Entries:\n{context}\n\nQuestion: {question}\nAnswer:"
+
+_PLACEHOLDER = re.compile(r"\{(context|question|no_answer)\}")
+#: ``[#id]``, and the lists small models write: ``[#a, #b]``, ``[#a; #b]``.
+_BRACKETS = re.compile(r"\[\s*(#[^\]\n]{1,600})\]")
+_CITED_ID = re.compile(r"#\s*([^\s,;#\]]+)")
+#: Chars per token assumed when fitting the context to a model's window: English prose runs ~4, code and
+#: numbers fewer; 3 leaves a margin.
+_CHARS_PER_TOKEN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPrompt:
+    """The chat messages: a system prompt and a user prompt with ``{context}`` and ``{question}`` (and
+    ``{no_answer}``, the sentence the model is told to say when the entries do not hold the answer; an
+    answer that contains it is ``status="not_in_entries"``)."""
+
+    system: str = DEFAULT_SYSTEM_PROMPT
+    user: str = DEFAULT_USER_PROMPT
+    no_answer: str = DEFAULT_NO_ANSWER
+
+    def __post_init__(self) -> None:
+        both = self.system + self.user
+        for name in ("{context}", "{question}"):
+            if name not in both:
+                raise ConfigurationError(f"the answer prompt needs a {name} placeholder (system or user)")
+
+    def _fill(self, template: str, values: dict[str, str]) -> str:
+        # One pass: a question or a context that contains "{context}" is not expanded again.
+        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+    def messages(self, question: str, context: str) -> list[ChatMessage]:
+        values = {"context": context, "question": question, "no_answer": self.no_answer}
+        return [
+            {"role": "system", "content": self._fill(self.system, values)},
+            {"role": "user", "content": self._fill(self.user, values)},
+        ]
+
+    def overhead_chars(self, question: str) -> int:
+        """Characters of the prompt around the context."""
+        return sum(len(m["content"]) for m in self.messages(question, ""))
+
+
+def context_budget(
+    max_context_chars: int, *, context_tokens: int | None, max_tokens: int | None, overhead_chars: int
+) -> int:
+    """The context's characters: ``max_context_chars``, and, when the model's window is known, what fits in
+    it next to the prompt and the answer (at ~3 characters per token). Pure."""
+    if context_tokens is None:
+        return max_context_chars
+    room = (context_tokens - (max_tokens or 0)) * _CHARS_PER_TOKEN - overhead_chars
+    return max(0, min(max_context_chars, room))
+
+
+def parse_citations(text: str) -> list[str]:
+    """Every ``[#id]`` in ``text`` (also ``[#a, #b]``), unique, in order of first appearance. Pure."""
+    seen: dict[str, None] = {}
+    for bracket in _BRACKETS.finditer(text):
+        for cited in _CITED_ID.finditer(bracket.group(1)):
+            seen.setdefault(cited.group(1).strip().rstrip(".:"), None)
+    return [c for c in seen if c]
+
+
+@dataclass(frozen=True, slots=True)
+class CitationCheck:
+    """The answer's citations split into real (in the context) and invented ones."""
+
+    cited: list[str]
+    invented: list[str]
+    fallback: bool
+
+    @classmethod
+    def of(cls, text: str, included: Sequence[str], *, allow_fallback: bool = True) -> CitationCheck:
+        """Citations of ``text`` against the ``included`` ids; when none is real and ``allow_fallback``,
+        every included id (the answer drew on the whole context). Pure."""
+        allowed = set(included)
+        found = parse_citations(text)
+        cited = [c for c in found if c in allowed]
+        invented = [c for c in found if c not in allowed]
+        if not cited and allow_fallback:
+            return cls(cited=list(dict.fromkeys(included)), invented=invented, fallback=bool(included))
+        return cls(cited=cited, invented=invented, fallback=False)
+
+
+def _llm_reason(error: SearchError) -> str:
+    """The ``llm_*`` tag of a chat model failure."""
+    if isinstance(error, CircuitOpen):
+        return "llm_circuit_open"
+    if isinstance(error, DependencyUnavailable):
+        return "llm_timeout" if error.reason == "timeout" else "llm_unavailable"
+    if isinstance(error, DependencyError):
+        if error.reason == "bad_response":
+            return "llm_bad_response"
+        if error.status == 429:
+            return "llm_rate_limited"
+        return "llm_error"
+    return "llm_error"
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+@dataclass(slots=True)
+class _Run:
+    """One answer in progress (per call, never stored on the shared client)."""
+
+    question: str
+    started: float = field(default_factory=time.perf_counter)
+    deadline_s: float = 0.0
+    search: SearchResponse | None = None
+    search_ms: float = 0.0
+    context: AssembledContext | None = None
+    context_ms: float = 0.0
+    messages: list[ChatMessage] = field(default_factory=list)
+
+    def remaining_s(self) -> float:
+        return self.deadline_s - (time.perf_counter() - self.started)
+
+
+class Answerer:
+    """Search → context → chat model → citations. Holds no per-request state."""
+
+    def __init__(self, backend: Backend, pipeline: SearchPipeline) -> None:
+        self._b = backend
+        self._pipeline = pipeline
+
+    async def _prepare(
+        self,
+        request: SearchRequest,
+        *,
+        prompt: AnswerPrompt,
+        max_context_chars: int,
+        timeout_s: float,
+    ) -> _Run:
+        llm = self._b.require_llm()  # before any search: a missing model is a set-up error
+        run = _Run(question=request.query, deadline_s=timeout_s)
+        try:
+            async with asyncio.timeout(timeout_s):
+                run.search = await self._pipeline.run(request)
+        except TimeoutError:
+            raise timeout_error("answer", "elasticsearch", timeout_s) from None
+        run.search_ms = _ms(time.perf_counter() - run.started)
+        if not run.search.hits:
+            return run
+        t0 = time.perf_counter()
+        budget = context_budget(
+            max_context_chars,
+            context_tokens=getattr(llm, "context_tokens", None),
+            max_tokens=getattr(llm, "max_tokens", None),
+            overhead_chars=prompt.overhead_chars(run.question),
+        )
+        run.context = assemble_context(run.search.hits, max_context_chars=budget)
+        run.messages = prompt.messages(run.question, run.context.text)
+        run.context_ms = _ms(time.perf_counter() - t0)
+        return run
+
+    async def answer(
+        self,
+        request: SearchRequest,
+        *,
+        prompt: AnswerPrompt,
+        max_context_chars: int,
+        timeout_s: float,
+    ) -> Answer:
+        run = await self._prepare(request, prompt=prompt, max_context_chars=max_context_chars, timeout_s=timeout_s)
+        if run.context is None:
+            return self._finish(run, prompt, status="nothing_found")
+        t0 = time.perf_counter()
+        try:
+            completion = await self._chat(run)
+        except SearchError as exc:
+            if request.strict:
+                raise
+            return self._finish(run, prompt, status="llm_failed", error=exc, llm_s=time.perf_counter() - t0)
+        return self._finish(run, prompt, completion=completion, llm_s=time.perf_counter() - t0)
+
+    async def stream(
+        self,
+        request: SearchRequest,
+        *,
+        prompt: AnswerPrompt,
+        max_context_chars: int,
+        timeout_s: float,
+    ) -> AsyncIterator[AnswerEvent]:
+        run = await self._prepare(request, prompt=prompt, max_context_chars=max_context_chars, timeout_s=timeout_s)
+        if run.context is None:
+            yield AnswerDone(answer=self._finish(run, prompt, status="nothing_found"))
+            return
+        t0 = time.perf_counter()
+        first_token_s: float | None = None
+        completion: Completion | None = None
+        error: SearchError | None = None
+        # The deadline is checked around each wait for the model, never across a ``yield``: a timeout scope
+        # open while the caller runs would cancel the caller's code instead.
+        budget = max(run.remaining_s(), 0.001)
+        deadline = asyncio.get_running_loop().time() + budget
+        try:
+            async with asyncio.timeout_at(deadline):
+                item, rest = await self._b.open_chat_stream(run.messages, budget_s=budget)
+        except TimeoutError:
+            error = timeout_error("answer", "llm", timeout_s)
+        except SearchError as exc:
+            error = exc
+        else:
+            try:
+                while True:
+                    if isinstance(item, Completion):
+                        completion = item
+                    elif item:
+                        if first_token_s is None:
+                            first_token_s = time.perf_counter() - t0
+                        yield AnswerDelta(text=item)
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            item = await anext(rest)
+                    except StopAsyncIteration:
+                        break
+            except TimeoutError:
+                error = timeout_error("answer", "llm", timeout_s)
+            except SearchError as exc:
+                error = exc
+            finally:
+                await rest.aclose()
+        if error is None and completion is None:
+            error = DependencyError("chat stream ended without an answer", dependency="llm", reason="bad_response")
+        if error is not None:
+            if request.strict:
+                raise error
+            answer = self._finish(run, prompt, status="llm_failed", error=error, llm_s=time.perf_counter() - t0)
+        else:
+            answer = self._finish(run, prompt, completion=completion, llm_s=time.perf_counter() - t0)
+        if first_token_s is not None:
+            answer = answer.model_copy(
+                update={"timings": answer.timings.model_copy(update={"first_token_ms": _ms(first_token_s)})}
+            )
+        yield AnswerDone(answer=answer)
+
+    async def _chat(self, run: _Run) -> Completion:
+        budget = max(run.remaining_s(), 0.001)
+        try:
+            async with asyncio.timeout(budget):
+                completion = await self._b.chat(run.messages, budget_s=budget)
+        except TimeoutError:
+            raise timeout_error("answer", "llm", run.deadline_s) from None
+        if not completion.text.strip():
+            raise DependencyError("the chat model answered with no text", dependency="llm", reason="bad_response")
+        return completion
+
+    def _finish(
+        self,
+        run: _Run,
+        prompt: AnswerPrompt,
+        *,
+        status: AnswerStatus = "answered",
+        completion: Completion | None = None,
+        error: SearchError | None = None,
+        llm_s: float | None = None,
+    ) -> Answer:
+        search = run.search
+        assert search is not None
+        t0 = time.perf_counter()
+        context = run.context
+        included = context.ids if context is not None else []
+        hits = {h.id: (rank, h) for rank, h in enumerate(search.hits, start=1)}
+        entries = [
+            AnswerEntry(
+                id=doc_id,
+                title=hits[doc_id][1].title,
+                source=hits[doc_id][1].source.get("source"),
+                score=hits[doc_id][1].score,
+                rank=hits[doc_id][0],
+                truncated=context is not None and context.truncated and doc_id == included[-1],
+            )
+            for doc_id in included
+        ]
+        text: str | None = None
+        check = CitationCheck(cited=[], invented=[], fallback=False)
+        if status == "nothing_found":
+            text = f"Nothing was found for the question, so there is no answer. {prompt.no_answer}"
+        elif completion is not None:
+            text = completion.text.strip()
+            said_no = prompt.no_answer.lower().rstrip(".") in text.lower()
+            check = CitationCheck.of(text, included, allow_fallback=not said_no)
+            if said_no and not check.cited:
+                status = "not_in_entries"
+        llm = self._b.llm
+        reason = _llm_reason(error) if error is not None else search.degraded_reason if search.degraded else None
+        usage = None
+        if completion is not None:
+            u = completion.usage
+            usage = AnswerUsage(
+                prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens
+            )
+        citations_ms = _ms(time.perf_counter() - t0)
+        answer = Answer(
+            question=run.question,
+            answer=text,
+            status=status,
+            citations=check.cited,
+            citations_fallback=check.fallback,
+            invented_citations=check.invented,
+            entries=entries,
+            context_truncated=context.truncated if context is not None else False,
+            context_chars=len(context.text) if context is not None else 0,
+            degraded=error is not None or search.degraded,
+            degraded_reason=reason,
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+            search=search,
+            model=llm.model_id if llm is not None else None,
+            served_model=completion.model if completion is not None else None,
+            finish_reason=completion.finish_reason if completion is not None else None,
+            usage=usage,
+            timings=AnswerTimings(
+                search_ms=run.search_ms,
+                context_ms=run.context_ms,
+                llm_ms=_ms(llm_s) if llm_s is not None else None,
+                citations_ms=citations_ms,
+                total_ms=_ms(time.perf_counter() - run.started),
+            ),
+            reasoning=reasoning(search, context, status, check, llm.model_id if llm else None, llm_s, error),
+            correlation_id=search.correlation_id,
+        )
+        _log_answer(answer)
+        return answer
+
+
+def reasoning(
+    search: SearchResponse,
+    context: AssembledContext | None,
+    status: AnswerStatus,
+    check: CitationCheck,
+    model: str | None,
+    llm_s: float | None,
+    error: SearchError | None,
+) -> str:
+    """How the answer was produced, in plain sentences (what the replaced system returned). Pure."""
+    legs = " + ".join(search.legs) or search.mode
+    fused = f", fused by {search.fusion.get('method', 'rrf')}" if len(search.legs) > 1 else ""
+    parts = [f"{search.mode} search ({legs}{fused}) returned {len(search.hits)} hits"]
+    if search.legs_failed:
+        parts[-1] += f" with the {', '.join(search.legs_failed)} leg failed ({search.degraded_reason})"
+    if search.partial:
+        parts[-1] += " from some shards only (partial)"
+    if status == "nothing_found" or context is None:
+        return parts[0] + "; nothing to answer from, so no chat model was asked."
+    cut = ", the last one cut to fit" if context.truncated else ""
+    parts.append(f"{len(context.ids)} went into the context ({len(context.text):,} characters{cut})")
+    took = f" after {llm_s:.1f} s" if llm_s is not None else ""
+    if error is not None:
+        parts.append(
+            f"the chat model {model} failed{took} ({error.reason}); the entries are returned without an answer"
+        )
+        return "; ".join(parts) + "."
+    if status == "not_in_entries":
+        parts.append(f"{model} answered{took} that the entries do not contain the answer")
+    elif check.fallback:
+        parts.append(f"{model} answered{took} without citing an entry, so every entry counts as cited")
+    else:
+        parts.append(f"{model} answered{took} citing {', '.join('#' + c for c in check.cited)}")
+    if check.invented:
+        parts.append(f"it also cited {', '.join('#' + c for c in check.invented)}, not in the context: dropped")
+    return "; ".join(parts) + "."
+
+
+def _log_answer(answer: Answer) -> None:
+    level = logging.WARNING if answer.status == "llm_failed" else logging.INFO
+    event(
+        level,
+        "answer failed; entries returned without one" if answer.status == "llm_failed" else "answer",
+        "search.answer",
+        {
+            "search.query_hash": query_hash(answer.question),
+            "answer.status": answer.status,
+            "answer.model": answer.model,
+            "answer.entries": len(answer.entries),
+            "answer.citations": len(answer.citations),
+            "answer.invented_citations": len(answer.invented_citations),
+            "answer.citations_fallback": answer.citations_fallback,
+            "answer.degraded_reason": answer.degraded_reason,
+            "answer.search_ms": answer.timings.search_ms,
+            "answer.llm_ms": answer.timings.llm_ms,
+            "answer.latency_ms": answer.timings.total_ms,
+            "answer.prompt_tokens": answer.usage.prompt_tokens if answer.usage else None,
+            "answer.completion_tokens": answer.usage.completion_tokens if answer.usage else None,
+        },
+        _log,
+    )
