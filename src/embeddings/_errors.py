@@ -39,6 +39,19 @@ __all__ = [
 TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
+def retry_after(headers: object) -> float | None:
+    """Seconds from a ``Retry-After`` header (any mapping-like headers, or None); None when absent or an HTTP
+    date (rare for model APIs, and the backoff policy covers it)."""
+    get = getattr(headers, "get", None)
+    value = get("retry-after") if get is not None else None
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        return None
+
+
 class ProviderError(Exception):
     """Base class: anything a model provider raises."""
 

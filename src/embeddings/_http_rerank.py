@@ -14,14 +14,13 @@ by itself: retrying is the caller's resilience policy, so one failure is one req
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import httpx
 from pydantic import SecretStr
 
-from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable
+from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable, retry_after
 from ._rerank import check_inputs, validate_scores
 
 __all__ = ["HttpReranker", "RerankApi"]
@@ -34,15 +33,6 @@ _MAX_DOCUMENTS: dict[str, int] = {"cohere-v2": 1000, "cohere-v1": 1000, "tei": 3
 #: for Cohere's), small enough that no server refuses the request for its size.
 DEFAULT_MAX_DOCUMENT_CHARS = 4000
 DEFAULT_TIMEOUT_S = 10.0
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(float(value), 0.0)
-    return None
 
 
 class HttpReranker:
@@ -108,7 +98,7 @@ class HttpReranker:
             raise ProviderResponseError(
                 f"reranker answered HTTP {response.status_code}",
                 status=response.status_code,
-                retry_after=_retry_after(response.headers),
+                retry_after=retry_after(response.headers),
             )
         try:
             body = response.json()

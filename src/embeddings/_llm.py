@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 import openai
 from pydantic import SecretStr
 
-from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable
+from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable, retry_after
 
 __all__ = ["LLM", "ChatMessage", "Completion", "OpenAIChat", "Usage"]
 
@@ -81,15 +81,6 @@ class LLM(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("retry-after") if headers is not None else None
-    if value is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(float(value), 0.0)
-    return None
-
-
 def _usage(raw: Any) -> Usage:
     if raw is None:
         return Usage()
@@ -116,7 +107,7 @@ def _provider_error(exc: Exception) -> Exception:
         return ProviderResponseError(
             f"chat model answered HTTP {exc.status_code}",
             status=exc.status_code,
-            retry_after=_retry_after(exc.response.headers),
+            retry_after=retry_after(exc.response.headers),
         )
     return InvalidResponse(f"malformed chat completion: {type(exc).__name__}")
 

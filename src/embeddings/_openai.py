@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ import openai
 from pydantic import SecretStr
 
 from ._base import BaseEmbedder, Kind
-from ._errors import EmbeddingConfigError, EmbeddingResponseError, EmbeddingUnavailable, InvalidEmbedding
+from ._errors import EmbeddingConfigError, EmbeddingResponseError, EmbeddingUnavailable, InvalidEmbedding, retry_after
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -18,15 +17,6 @@ __all__ = ["OpenAIEmbedder"]
 DEFAULT_TIMEOUT_S = 10.0
 #: OpenAI accepts up to 2048 inputs per request; smaller batches keep one failure's blast radius small.
 DEFAULT_BATCH_SIZE = 128
-
-
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("retry-after") if headers is not None else None
-    if value is None:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(float(value), 0.0)
-    return None  # an HTTP date: rare for embedding APIs, and the backoff policy covers it
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -98,7 +88,7 @@ class OpenAIEmbedder(BaseEmbedder):
             raise EmbeddingResponseError(
                 f"embedding server answered HTTP {exc.status_code}",
                 status=exc.status_code,
-                retry_after=_retry_after(exc.response.headers),
+                retry_after=retry_after(exc.response.headers),
             ) from exc
         except (openai.APIError, ValueError, TypeError) as exc:  # undecodable or unexpected body
             raise InvalidEmbedding(f"malformed embedding response: {type(exc).__name__}") from exc
