@@ -28,6 +28,7 @@ from typing import Any
 
 from ._errors import InvalidQuery
 from ._filters import Filter, Range, Term, Terms
+from ._queries import TIE_BREAKER
 
 __all__ = ["PREFIXES", "ParsedQuery", "QuerySyntaxError", "parse_query"]
 
@@ -107,6 +108,8 @@ def _word(text: str, word: str, pos: int) -> list[_Tok]:
 class _Parser:
     def __init__(self, text: str, fields: Sequence[str]) -> None:
         self.text, self.fields = text, list(fields)
+        #: What every text clause carries: the fields, scored like the BM25 leg (best field + tie breaker).
+        self._fields: dict[str, Any] = {"fields": self.fields, "tie_breaker": TIE_BREAKER, "lenient": True}
         self.toks = _tokenize(text)
         self.i = 0
         self.filters: dict[str, list[tuple[str, int]]] = {}
@@ -213,11 +216,11 @@ class _Parser:
                 raise self.error("empty phrase", tok)
             if not negated:
                 self.positive.append(tok.value)
-            return {"multi_match": {"query": tok.value, "fields": self.fields, "type": "phrase", "lenient": True}}
+            return {"multi_match": {"query": tok.value, "type": "phrase", **self._fields}}
         if tok.kind == "word":
             if not negated:
                 self.positive.append(tok.value)
-            return {"multi_match": {"query": tok.value, "fields": self.fields, "lenient": True}}
+            return {"multi_match": {"query": tok.value, **self._fields}}
         raise self.error(f"unexpected {tok.value}", tok)
 
     def filter_list(self) -> list[Filter]:

@@ -70,7 +70,15 @@ def test_both_legs_receive_the_same_filter_clauses() -> None:
     assert knn["knn"]["num_candidates"] == 50  # never below k
     assert knn["knn"]["similarity"] == 0.5
     assert bm25["source"] is knn["source"] is False  # ids and scores only: the page is fetched after fusion
-    assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["flags"] == "PHRASE|WHITESPACE"
+    keywords = bm25["query"]["bool"]["must"][0]["dis_max"]
+    assert keywords["tie_breaker"] == 0.5  # best field + half the other: BEIR's Elasticsearch scoring
+    assert [q["simple_query_string"]["fields"] for q in keywords["queries"]] == [["title"], ["text"]]
+    assert {q["simple_query_string"]["flags"] for q in keywords["queries"]} == {"PHRASE|WHITESPACE"}
+
+
+def test_one_field_needs_no_dis_max() -> None:
+    bm25 = bm25_request("q", filters=[], size=10, fields=["text"])
+    assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["fields"] == ["text"]
 
 
 def test_query_hygiene_repairs_what_it_can() -> None:

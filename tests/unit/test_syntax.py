@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from storage import InvalidQuery, QuerySyntaxError, Range, Term, Terms
 from storage._syntax import parse_query
 
-F = ["title^2", "text"]
+F = ["title", "text"]
 
 
 def _words(clause: object) -> str:
@@ -42,7 +42,7 @@ def test_field_prefixes_map_onto_filters() -> None:
         Term("doc_type", "10-K"),
         Range("published_at", gte="2024-06-01", lte="2024-06-30"),
     ]
-    assert p.clause == {"multi_match": {"query": "guidance", "fields": F, "lenient": True}}
+    assert p.clause == {"multi_match": {"query": "guidance", "fields": F, "tie_breaker": 0.5, "lenient": True}}
     assert parse_query("x date:2024", fields=F).filters == [Range("published_at", gte="2024-01-01", lte="2024-12-31")]
     assert parse_query("x date:2024-02-29", fields=F).filters == [
         Range("published_at", gte="2024-02-29", lte="2024-02-29")

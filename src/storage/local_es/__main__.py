@@ -69,6 +69,9 @@ def _main(argv: list[str] | None = None) -> int:
             url = node.start()
             print(f"Elasticsearch {args.version} is running at {url} (pid {node.pid}) - Ctrl-C stops it", flush=True)
             with contextlib.suppress(KeyboardInterrupt):
+                # Ctrl-C stops it even when started from a shell that ignores SIGINT for background jobs
+                # (Python then never installs its handler: the node would outlive an interrupt).
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
                 while node.process is not None and node.process.poll() is None:
                     time.sleep(1)
