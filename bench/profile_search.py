@@ -27,8 +27,8 @@ from elastic_transport import ApiResponseMeta, BaseAsyncNode, HttpHeaders
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
-from raw_client import Precomputed, one_phase, two_phase
-from run import throughput  # bench/run.py's own measurement  # bench/raw_client.py: the hand-written references
+from raw_client import Precomputed, one_phase, two_phase  # bench/raw_client.py: the hand-written references
+from run import interleaved_throughput  # bench/run.py's own measurement
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
@@ -119,7 +119,9 @@ async def canned(
         await ours()
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.top)
+    stats = pstats.Stats(profiler, stream=out)
+    for key in args.sort:
+        stats.sort_stats(key).print_stats(args.top)
     print(out.getvalue())
     await fake.close()
 
@@ -180,10 +182,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
         print(f"  ours - raw (same requests): {ours_cpu - raw_cpu:+.2f} ms of client CPU per search")
         await canned(es, queries, vectors, by_clean, settings, args)
         if args.throughput:
-            print(f"throughput, queries/s at 1 / 8 / 32 callers ({args.throughput:g} s each):")
-            for name, call in calls.items():
-                qps = [await throughput(call, queries, c, args.throughput) for c in (1, 8, 32)]
-                print(f"  {name:<31} " + " / ".join(f"{x:.1f}" for x in qps))
+            print(f"throughput, queries/s at 1 / 8 / 32 callers ({args.throughput:g} s each, interleaved rounds):")
+            qps = {c: await interleaved_throughput(calls, queries, c, args.throughput) for c in (1, 8, 32)}
+            for name in calls:
+                print(f"  {name:<31} " + " / ".join(f"{qps[c][name]:.1f}" for c in (1, 8, 32)))
 
         profiler = cProfile.Profile()
         profiler.enable()
@@ -192,7 +194,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         profiler.disable()
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out)
-        for key in ("tottime", "cumulative"):
+        for key in args.sort:
             stats.sort_stats(key).print_stats(args.top)
         if args.callers:
             stats.print_callers(args.callers)
@@ -210,6 +212,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--highlight", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--sort", nargs="+", default=["tottime", "cumulative"], help="pstats sort keys")
     parser.add_argument("--callers", help="also print the callers of functions matching this regex")
     parser.add_argument("--canned-only", action="store_true", help="only the canned-answer comparison")
     parser.add_argument("--throughput", type=float, default=0, help="also: queries/s at 1, 8, 32 callers, N s each")

@@ -10,6 +10,7 @@ elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -64,24 +65,55 @@ async def two_phase(
     limit: int = 10,
     highlight: bool = False,
     legs: tuple[str, ...] = ("bm25", "knn"),
+    timings: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """``vector`` may be an embedding function: then the BM25 request is on the wire while it runs."""
+    """``vector`` may be an embedding function: then the BM25 request is on the wire while it runs.
+    ``timings`` (if given) receives each leg's and the fetch's wall time in ms, measured as our client
+    measures its own (``LegReport.latency_ms``, ``fetch_ms``), for the overhead reference."""
+    clock = time.perf_counter
 
     async def bm25() -> list[str]:
+        t0 = clock()
         resp = await es.search(index=index, **bm25_request(text, filters=[], size=window))
-        return [h["_id"] for h in resp["hits"]["hits"]]
+        ids = [h["_id"] for h in resp["hits"]["hits"]]
+        if timings is not None:
+            timings["bm25"] = (clock() - t0) * 1000
+        return ids
 
     async def knn() -> list[str]:
+        t0 = clock()
         v = vector if isinstance(vector, Sequence) else await vector(text)
         resp = await es.search(index=index, **knn_request(v, filters=[], k=window, num_candidates=candidates))
-        return [h["_id"] for h in resp["hits"]["hits"]]
+        ids = [h["_id"] for h in resp["hits"]["hits"]]
+        if timings is not None:
+            timings["knn"] = (clock() - t0) * 1000
+        return ids
 
     runs = {"bm25": bm25, "knn": knn}
     lists = await asyncio.gather(*(runs[leg]() for leg in legs))
     order = inline_rrf(list(lists), k)[:limit]
+    t0 = clock()
     fetched = await es.search(index=index, **fetch_request(text, order, highlight=highlight))
+    if timings is not None:
+        timings["fetch"] = (clock() - t0) * 1000
     by_id = {h["_id"]: h for h in fetched["hits"]["hits"]}
     return [by_id[doc_id] for doc_id in order if doc_id in by_id]
+
+
+async def sequential(
+    es: AsyncElasticsearch,
+    index: str,
+    text: str,
+    vector: Sequence[float] | Callable[[str], Awaitable[Sequence[float]]],
+    *,
+    window: int,
+    candidates: int,
+    k: int,
+) -> None:
+    """The "bm25 then knn" reference of the latency table, hand-written: a BM25-only search, then a
+    kNN-only search (the query embedded), each with its fetch."""
+    for legs in (("bm25",), ("knn",)):
+        await two_phase(es, index, text, vector, window=window, candidates=candidates, k=k, legs=legs)
 
 
 class Precomputed:

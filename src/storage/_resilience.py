@@ -275,7 +275,10 @@ class Resilience:
 
     def _record(self, exc: SearchError | None) -> None:
         """Replay the attempt's outcome into pybreaker synchronously (it cannot await a coroutine itself)."""
-        if exc is not None and not counts_as_failure(exc):
+        if exc is None:
+            if self.breaker.fail_counter == 0 and self.breaker.current_state == pybreaker.STATE_CLOSED:
+                return  # a success while closed with no failures counted changes nothing: skip the lock
+        elif not counts_as_failure(exc):
             return  # a caller error (4xx): the breaker is untouched
         try:
             with self.breaker.calling():

@@ -13,10 +13,10 @@ or credentials.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
-__all__ = ["SpanLike", "span"]
+__all__ = ["SpanLike", "span", "tracing"]
 
 try:  # the API is optional; tracing simply does nothing without it
     from opentelemetry import trace as _trace
@@ -43,17 +43,39 @@ class _NoSpan:
 _NO_SPAN = _NoSpan()
 
 
-@contextmanager
-def span(name: str, attributes: Mapping[str, AttrValue] | None = None) -> Iterator[SpanLike]:
+class _NoSpanContext:
+    """What :func:`span` returns while no tracer provider is set: stateless, shared, builds nothing."""
+
+    def __enter__(self) -> SpanLike:
+        return _NO_SPAN
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN_CONTEXT = _NoSpanContext()
+
+
+def tracing() -> bool:
+    """Is a tracer provider set (would a span record anything)? Checked per call, so a provider set later is
+    used from then on."""
+    return _trace is not None and not isinstance(_trace.get_tracer_provider(), _UNSET)
+
+
+def span(name: str, attributes: Mapping[str, AttrValue] | None = None) -> AbstractContextManager[SpanLike]:
     """A span named ``name`` under the current one; exceptions mark it as an error (and propagate).
 
-    ``CancelledError`` is recorded as cancellation, not as an error of the dependency.
+    ``CancelledError`` is recorded as cancellation, not as an error of the dependency. With no provider set
+    every span would be non-recording: a shared no-op context is returned instead (a search opens ten).
     """
-    if _trace is None or isinstance(_trace.get_tracer_provider(), _UNSET):
-        # No provider was ever set: every span would be non-recording; skip building one (a search opens
-        # five). Checked per call, so a provider set later is used from then on.
-        yield _NO_SPAN
-        return
+    if not tracing():
+        return _NO_SPAN_CONTEXT
+    return _recording_span(name, attributes)
+
+
+@contextmanager
+def _recording_span(name: str, attributes: Mapping[str, AttrValue] | None) -> Iterator[SpanLike]:
+    assert _trace is not None
     tracer = _trace.get_tracer(_TRACER_NAME)
     with tracer.start_as_current_span(
         name, attributes=dict(attributes or {}), record_exception=False, set_status_on_exception=False

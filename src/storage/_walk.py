@@ -27,7 +27,7 @@ from ._logging import event, query_hash
 from ._models import SearchHit, SearchMode, SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
 from ._pipeline.enrich import Enricher, highlight_origin
-from ._pipeline.fuse import hit_columns
+from ._pipeline.fuse import hit_columns, log_tenant_violation
 from ._pipeline.plan import Plan, QuerySyntax, SearchRequest, plan_search
 from ._pipeline.retrieve import Retriever, server_side
 from ._pipeline.state import LegOutcome
@@ -254,12 +254,7 @@ class Walker:
             if plan.tenant_id is not None:
                 wrong = [c for c in chosen if docs.get(c[0], {}).get("_source", {}).get("tenant_id") != plan.tenant_id]
                 if wrong:
-                    event(
-                        40,
-                        "results of another tenant dropped",
-                        "search.tenant_violation",
-                        {"search.dropped": len(wrong)},
-                    )
+                    log_tenant_violation(len(wrong))
                     chosen = [c for c in chosen if c not in wrong]
         returned = int(state["n"])
         hits_out = []

@@ -17,7 +17,7 @@ from .._logging import event
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Fused", "fuse_legs", "hit_columns", "raise_if_failed", "same_tenant", "tenants"]
+__all__ = ["Fused", "fuse_legs", "hit_columns", "log_tenant_violation", "raise_if_failed", "same_tenant", "tenants"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +96,10 @@ def same_tenant(fused: FusedList, tenant_of: Mapping[str, str | None], tenant: s
     did. The filter inside both legs should make this a no-op."""
     kept = fused.keep(lambda doc_id: tenant_of.get(doc_id) == tenant)
     if len(kept) != len(fused):
-        event(
-            40,
-            "results of another tenant dropped",
-            "search.tenant_violation",
-            {"search.dropped": len(fused) - len(kept)},
-        )
+        log_tenant_violation(len(fused) - len(kept))
     return kept
+
+
+def log_tenant_violation(dropped: int) -> None:
+    """The second tenant check dropped hits (the search and the deep walk both make it): one ERROR event."""
+    event(40, "results of another tenant dropped", "search.tenant_violation", {"search.dropped": dropped})

@@ -17,7 +17,7 @@ from .._backend import Backend
 from .._errors import PartialResults, SearchError
 from .._logging import query_hash
 from .._models import SearchResponse
-from .._tracing import AttrValue, span
+from .._tracing import AttrValue, span, tracing
 from .enrich import Enricher, Fetched, page_hits
 from .fuse import fuse_legs, raise_if_failed
 from .plan import Plan, SearchRequest, filter_clauses, plan_search
@@ -47,15 +47,17 @@ class SearchPipeline:
             dataclasses.replace(plan, clauses=filter_clauses(scope, plan.tenant_id) + plan.syntax_clauses)
             for scope in (request.scopes or ())
         ]
-        attrs: dict[str, AttrValue] = {
-            "search.mode": plan.mode,
-            "search.query_hash": query_hash(plan.text),
-            "search.fusion.method": plan.method,
-            "search.window": plan.window,
-            "search.limit": plan.limit,
-            "search.round_trip": plan.round_trip,
-            "search.rerank": plan.rerank,
-        }
+        attrs: dict[str, AttrValue] = {}
+        if tracing():  # the attributes (a query hash among them) only for a span that records
+            attrs = {
+                "search.mode": plan.mode,
+                "search.query_hash": query_hash(plan.text),
+                "search.fusion.method": plan.method,
+                "search.window": plan.window,
+                "search.limit": plan.limit,
+                "search.round_trip": plan.round_trip,
+                "search.rerank": plan.rerank,
+            }
         with span("hybrid_search.search", attrs) as search_span:
             for tier, tier_plan in enumerate(tiers):
                 try:
@@ -65,9 +67,8 @@ class SearchPipeline:
                     raise
                 if response.total_fused or tier == len(tiers) - 1:
                     break
-            if tier:
+            if tier:  # (build_response measured latency_ms from the search's start, tiers included)
                 response = response.model_copy(update={"scope_tier": tier, "recovery": [*response.recovery, "scope"]})
-            response = response.model_copy(update={"latency_ms": state.elapsed_s() * 1000})
             log_search(state, state.outcomes, response)
             mark_span(search_span, response)
             return response
