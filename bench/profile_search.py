@@ -3,6 +3,8 @@ the same work) and a cProfile of our searches. Prints figures; nothing is assert
 
     .venv/bin/python bench/profile_search.py                 # 2,000 SciFact documents, 300 queries
     .venv/bin/python bench/profile_search.py --top 40 --window 50
+    .venv/bin/py-spy record -r 1000 -f raw -o stacks.txt -- \
+        .venv/bin/python bench/profile_search.py --canned-only --no-cprofile   # sampled (the bench extra)
 
 Starts a local Elasticsearch unless ES_URL is set. Query vectors are precomputed for both clients (an
 in-memory embedder), so the figures are the client's own work: request building, (de)serialisation,
@@ -113,6 +115,9 @@ async def canned(
     for name, ms in best.items():
         print(f"  {name:<31} client CPU {ms:6.3f} ms/search")
     print(f"  ours - raw: {best['ours'] - best['raw, two phases (our requests)']:+.3f} ms per search")
+    if not args.cprofile:
+        await fake.close()
+        return
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(n):
@@ -187,6 +192,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
             for name in calls:
                 print(f"  {name:<31} " + " / ".join(f"{qps[c][name]:.1f}" for c in (1, 8, 32)))
 
+        if not args.cprofile:
+            return
         profiler = cProfile.Profile()
         profiler.enable()
         for q in queries:
@@ -213,6 +220,12 @@ def main() -> None:
     parser.add_argument("--highlight", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--sort", nargs="+", default=["tottime", "cumulative"], help="pstats sort keys")
+    parser.add_argument(
+        "--cprofile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="profile our searches with cProfile (--no-cprofile: figures only, e.g. under py-spy)",
+    )
     parser.add_argument("--callers", help="also print the callers of functions matching this regex")
     parser.add_argument("--canned-only", action="store_true", help="only the canned-answer comparison")
     parser.add_argument("--throughput", type=float, default=0, help="also: queries/s at 1, 8, 32 callers, N s each")

@@ -16,10 +16,13 @@ document would get by ranking first (RRF) / scoring at the top (linear, dbsf) in
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Literal, overload
 
 __all__ = [
@@ -76,27 +79,24 @@ def _validate(legs: Mapping[str, object], weights: Mapping[str, float] | None) -
 
 #: One leg as the core takes it: its ids and raw scores, best first (parallel sequences).
 LegColumns = tuple[Sequence[str], Sequence[float]]
+#: One leg as the core keeps it: id -> its rank (a duplicate id keeps its first, best, position), and the
+#: leg's score column (the score of rank r is ``scores[r - 1]``).
+_Leg = tuple[dict[str, int], Sequence[float]]
 
 
 class FusedList(Sequence[FusedHit]):
     """The fused order, best first; a :class:`FusedHit` is built only when it is read.
 
-    A search fuses two windows (up to 2 × 10,000 hits) and shows ten: building every hit object was most of
-    the fusion's time (2 × 1,000 hits: 10.9 ms, 1.9 ms without). ``len()`` is the number of fused documents;
+    A search fuses two windows (up to 2 × 10,000 hits) and shows ten: building every hit object (and every
+    hit's provenance) was most of the fusion's time, so each leg's rank map and score column are kept and
+    a hit's provenance is read from them when the hit is. ``len()`` is the number of fused documents;
     indexing and slicing return :class:`FusedHit` objects (slices as lists); ``ids`` is the order.
     """
 
-    __slots__ = ("_best", "_leg_scores", "_order", "_ranks", "_scores")
+    __slots__ = ("_best", "_legs", "_order", "_scores")
 
-    def __init__(
-        self,
-        order: list[str],
-        scores: dict[str, float],
-        ranks: dict[str, dict[str, int]],
-        leg_scores: dict[str, dict[str, float]],
-        best: float,
-    ) -> None:
-        self._order, self._scores, self._ranks, self._leg_scores, self._best = order, scores, ranks, leg_scores, best
+    def __init__(self, order: list[str], scores: dict[str, float], legs: dict[str, _Leg], best: float) -> None:
+        self._order, self._scores, self._legs, self._best = order, scores, legs, best
 
     @property
     def ids(self) -> list[str]:
@@ -122,7 +122,17 @@ class FusedList(Sequence[FusedHit]):
     def keep(self, wanted: Callable[[str], bool]) -> FusedList:
         """The same fusion with only the ids ``wanted`` accepts (their scores and ranks unchanged)."""
         order = [doc_id for doc_id in self._order if wanted(doc_id)]
-        return FusedList(order, self._scores, self._ranks, self._leg_scores, self._best)
+        return FusedList(order, self._scores, self._legs, self._best)
+
+    def overlap(self) -> int:
+        """How many documents every leg found (0 with fewer than two legs), before any :meth:`keep`."""
+        if len(self._legs) < 2:
+            return 0
+        first, *rest = (ranks.keys() for ranks, _ in self._legs.values())
+        common = first & rest[0]
+        for keys in rest[1:]:
+            common &= keys
+        return len(common)
 
     def _hit(self, doc_id: str) -> FusedHit:
         score, best = self._scores[doc_id], self._best
@@ -130,48 +140,81 @@ class FusedList(Sequence[FusedHit]):
             id=doc_id,
             score=score,
             normalized_score=min(max(score / best, 0.0), 1.0) if best > 0 else 0.0,
-            ranks=dict(self._ranks[doc_id]),
-            leg_scores=dict(self._leg_scores[doc_id]),
+            ranks={leg: ranks[doc_id] for leg, (ranks, _) in self._legs.items() if doc_id in ranks},
+            leg_scores={
+                leg: scores[ranks[doc_id] - 1] for leg, (ranks, scores) in self._legs.items() if doc_id in ranks
+            },
         )
 
 
-def _provenance(legs: Mapping[str, LegColumns]) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
-    """id -> {leg: rank} and id -> {leg: raw score}; a duplicate id within one leg keeps its first (best)
-    rank."""
-    ranks: dict[str, dict[str, int]] = {}
-    raw: dict[str, dict[str, float]] = {}
+def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
+    """Each leg's id -> rank, a duplicate id keeping its first (best) rank (then the map is built over the
+    reversed column, so the first occurrence is written last and wins)."""
+    out: dict[str, _Leg] = {}
     for leg, (ids, scores) in legs.items():
-        for position, (doc_id, score) in enumerate(zip(ids, scores, strict=True), start=1):
-            seen = ranks.get(doc_id)
-            if seen is None:
-                ranks[doc_id] = {leg: position}
-                raw[doc_id] = {leg: score}
-            elif leg not in seen:
-                seen[leg] = position
-                raw[doc_id][leg] = score
-    return ranks, raw
+        n = len(ids)
+        if len(scores) != n:
+            raise ValueError(f"leg {leg!r}: {n} ids but {len(scores)} scores")
+        ranks = dict(zip(ids, range(1, n + 1), strict=True))
+        if len(ranks) < n:  # a duplicate id: written again at a later rank
+            ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))
+        out[leg] = (ranks, scores)
+    return out
 
 
-def _ordered(
-    scored: dict[str, float], ranks: dict[str, dict[str, int]], raw: dict[str, dict[str, float]], best: float
-) -> FusedList:
-    """Sorted on plain tuples (no key function): higher score, more legs, better best rank, then the id."""
-    keys = [(-score, -len(ranks[doc_id]), min(ranks[doc_id].values()), doc_id) for doc_id, score in scored.items()]
-    keys.sort()
-    return FusedList([key[3] for key in keys], scored, ranks, raw, best)
+def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
+    """id -> the sum of its values over the parts, added part by part in order (with two parts, exactly
+    the two terms' sum). Merged a dict at a time; only the ids in both are added one by one."""
+    total: dict[str, float] = {}
+    for part in parts:
+        merged = {**part, **total}
+        for doc_id in part.keys() & total.keys():
+            merged[doc_id] = total[doc_id] + part[doc_id]
+        total = merged
+    return total
+
+
+def _ordered(scored: dict[str, float], legs: dict[str, _Leg], best: float) -> FusedList:
+    """Higher score first; a tie is broken by more legs, then the better best rank, then the id. Ties are
+    the rule, not the exception (with equal weights, rank r in one leg ties rank r in the other), so this
+    is one stable sort per criterion, least significant first, each keyed by a dict lookup (C-level):
+    a third of the time of sorting tuples built per document."""
+    rank_maps = [ranks for ranks, _ in legs.values()]
+    order = sorted(scored)
+    if rank_maps:
+        order.sort(key=_best_ranks(rank_maps).__getitem__)
+        order.sort(key=Counter(chain.from_iterable(rank_maps)).__getitem__, reverse=True)
+    order.sort(key=scored.__getitem__, reverse=True)  # (reverse=True keeps equal keys in their order)
+    return FusedList(order, scored, legs, best)
+
+
+def _best_ranks(rank_maps: list[dict[str, int]]) -> dict[str, int]:
+    """id -> its best (lowest) rank over the legs."""
+    best = rank_maps[0]
+    for ranks in rank_maps[1:]:
+        merged = {**ranks, **best}
+        for doc_id in ranks.keys() & best.keys():
+            merged[doc_id] = min(ranks[doc_id], best[doc_id])
+        best = merged
+    return best
+
+
+@functools.lru_cache(maxsize=64)
+def _rrf_terms(weight: float, k: int, n: int) -> tuple[float, ...]:
+    """``weight / (k + rank)`` for rank 0..n (index 0 unused): the same few (weight, k, window) every search."""
+    return tuple(weight / (k + rank) for rank in range(n + 1))
 
 
 def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
     if k < 1:
         raise ValueError("k must be >= 1")
     w = _validate(legs, weights)
-    ranks, raw = _provenance(legs)
-    # Summed leg by leg in leg order: with two legs this is exactly math.fsum of the two terms.
-    scored = dict.fromkeys(ranks, 0.0)
-    for doc_id, doc_ranks in ranks.items():
-        for leg, rank in doc_ranks.items():
-            scored[doc_id] += w[leg] / (k + rank)
-    return _ordered(scored, ranks, raw, best=math.fsum(w[leg] / (k + 1) for leg in legs))
+    maps = _leg_maps(legs)
+    parts = []
+    for leg, (ranks, scores) in maps.items():
+        by_rank = _rrf_terms(w[leg], k, len(scores))
+        parts.append(dict(zip(ranks, map(by_rank.__getitem__, ranks.values()), strict=True)))
+    return _ordered(_summed(parts), maps, best=math.fsum(w[leg] / (k + 1) for leg in legs))
 
 
 def rrf(
@@ -213,20 +256,18 @@ def _score_fusion(
     legs: Mapping[str, LegColumns], weights: Mapping[str, float] | None, method: FusionMethod
 ) -> FusedList:
     w = _validate(legs, weights)
-    ranks, raw = _provenance(legs)
+    maps = _leg_maps(legs)
     normalise = {"linear_minmax": _minmax, "linear_zscore": _zscore, "dbsf": _three_sigma}[method]
-    scored: dict[str, float] = dict.fromkeys(ranks, 0.0)
+    parts = []
     best = 0.0
-    for leg in legs:
-        first = {doc_id: leg_scores[leg] for doc_id, leg_scores in raw.items() if leg in leg_scores}
-        if not first:
+    for leg, (ranks, scores) in maps.items():
+        if not ranks:
             continue
-        ids = list(first)
-        normed = normalise([first[i] for i in ids])
-        for doc_id, value in zip(ids, normed, strict=True):
-            scored[doc_id] += w[leg] * value
-        best += w[leg] * max(normed)
-    return _ordered(scored, ranks, raw, best=best)
+        normed = normalise([scores[rank - 1] for rank in ranks.values()])
+        weight = w[leg]
+        parts.append(dict(zip(ranks, [weight * value for value in normed], strict=True)))
+        best += weight * max(normed)
+    return _ordered(_summed(parts), maps, best=best)
 
 
 def fused_list(

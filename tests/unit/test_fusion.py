@@ -120,3 +120,30 @@ def test_the_lazy_fused_list_reads_like_the_materialised_one(
         assert lazy[-1] == full[-1]
     kept = lazy.keep(lambda doc_id: doc_id.startswith("a"))
     assert list(kept) == [h for h in full if h.id.startswith("a")]  # same scores, same order
+
+
+leg_with_duplicates = st.lists(st.tuples(ids, st.sampled_from([0.0, 0.5, 1.0, 2.0])), max_size=15)
+
+
+@given(
+    bm25=leg_with_duplicates,
+    knn=leg_with_duplicates,
+    method=methods,
+    weights=st.fixed_dictionaries({"bm25": st.sampled_from([0.0, 0.5, 1.0]), "knn": st.sampled_from([0.0, 1.0, 2.0])}),
+)
+def test_the_fused_order_is_score_then_legs_then_best_rank_then_id_and_a_duplicate_keeps_its_first_rank(
+    bm25: list[tuple[str, float]], knn: list[tuple[str, float]], method: str, weights: dict[str, float]
+) -> None:
+    columns = {"bm25": ([d for d, _ in bm25], [s for _, s in bm25]), "knn": ([d for d, _ in knn], [s for _, s in knn])}
+    fused = fused_list(columns, method=method, k=10, weights=weights)  # type: ignore[arg-type]
+    first: dict[str, dict[str, tuple[int, float]]] = {}
+    for leg, (doc_ids, scores) in columns.items():
+        for rank, (doc_id, score) in enumerate(zip(doc_ids, scores, strict=True), start=1):
+            first.setdefault(doc_id, {}).setdefault(leg, (rank, score))
+    hits = list(fused)
+    for hit in hits:
+        assert dict(hit.ranks) == {leg: rank for leg, (rank, _) in first[hit.id].items()}
+        assert dict(hit.leg_scores) == {leg: score for leg, (_, score) in first[hit.id].items()}
+    keys = [(-h.score, -len(h.ranks), min(h.ranks.values()), h.id) for h in hits]
+    assert keys == sorted(keys)
+    assert fused.overlap() == len(set(columns["bm25"][0]) & set(columns["knn"][0]))

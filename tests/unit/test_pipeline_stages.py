@@ -20,7 +20,7 @@ from storage import (
 )
 from storage._fusion import FusedHit
 from storage._models import RerankReport
-from storage._pipeline.fuse import fuse_legs, raise_if_failed
+from storage._pipeline.fuse import fuse_legs, hit_columns, raise_if_failed
 from storage._pipeline.plan import plan_search
 from storage._pipeline.rerank import Ranked, order_by_scores, rerank_text
 from storage._pipeline.respond import build_response
@@ -139,3 +139,13 @@ def test_a_page_spans_the_reranked_head_then_the_fused_rest(offset: int, limit: 
     assert [h.id for h, _ in Ranked(fused=fused).page(offset, limit)] == [f"d{i}" for i in range(8)][
         offset : offset + limit
     ]
+
+
+def test_a_legs_scores_are_read_from_its_hits_with_a_missing_score_as_zero() -> None:
+    hits = [{"_id": "a", "_score": 2.5}, {"_id": "b", "_score": None}, {"_id": "c"}]
+    ids, scores = hit_columns(hits)
+    assert ids == ["a", "b", "c"]
+    assert len(scores) == 3
+    assert [scores[0], scores[1], scores[2]] == [2.5, 0.0, 0.0]
+    assert scores[1:] == [0.0, 0.0]
+    assert list(reversed(scores)) == [0.0, 0.0, 2.5]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import itemgetter
+from typing import Any, overload
 
 from .._errors import ClientClosed, ConfigurationError, IndexNotFound, PartialResults, SearchError, SearchFailed
 from .._fusion import FusedList, LegColumns, fused_list
@@ -68,17 +69,42 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
         k=plan.k,
         weights={leg: plan.weights[leg] for leg in ok},
     )
+    overlap = hits.overlap()
     if plan.tenant_id is not None:
         hits = same_tenant(hits, tenants(ok.values()), plan.tenant_id)
-    overlap = 0
-    if len(ok) == 2:
-        overlap = len({str(h["_id"]) for h in ok["bm25"].hits} & {str(h["_id"]) for h in ok["knn"].hits})
     return Fused(hits=hits, overlap=overlap, failed=failed)
 
 
 def hit_columns(hits: Sequence[Mapping[str, Any]]) -> LegColumns:
-    """A leg's hits as the fusion core takes them: (ids, scores), best first."""
-    return [h["_id"] for h in hits], [h.get("_score") or 0.0 for h in hits]
+    """A leg's hits as the fusion core takes them: (ids, scores), best first. The scores are read from the
+    hits when fusion asks (RRF reads only the shown hits' scores, for their provenance)."""
+    return list(map(_ID, hits)), HitScores(hits)
+
+
+_ID = itemgetter("_id")
+
+
+class HitScores(Sequence[float]):
+    """A leg's scores, a view on its hits (``_score``, 0.0 when Elasticsearch sent none)."""
+
+    __slots__ = ("_hits",)
+
+    def __init__(self, hits: Sequence[Mapping[str, Any]]) -> None:
+        self._hits = hits
+
+    def __len__(self) -> int:
+        return len(self._hits)
+
+    @overload
+    def __getitem__(self, index: int) -> float: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[float]: ...
+
+    def __getitem__(self, index: int | slice) -> float | list[float]:
+        if isinstance(index, slice):
+            return [h.get("_score") or 0.0 for h in self._hits[index]]
+        return self._hits[index].get("_score") or 0.0
 
 
 def tenants(outcomes: Iterable[LegOutcome]) -> dict[str, str | None]:
