@@ -19,6 +19,7 @@ import asyncio
 import cProfile
 import io
 import pstats
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -42,13 +43,19 @@ from storage.local_es import url_or_local
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> tuple[float, float]:
-    """(client CPU ms, wall ms) per call, sequential calls."""
-    c0, w0 = time.process_time(), time.perf_counter()
+async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]) -> dict[str, float]:
+    """Per call, sequential calls: client CPU (user and system time apart), wall time (ms) and voluntary
+    context switches (a wake-up of the process: more of them would mean more event-loop round trips)."""
+    r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for q in queries:
         await call(q)
-    n = len(queries)
-    return (time.process_time() - c0) * 1000 / n, (time.perf_counter() - w0) * 1000 / n
+    r1, n = resource.getrusage(resource.RUSAGE_SELF), len(queries)
+    return {
+        "user": (r1.ru_utime - r0.ru_utime) * 1000 / n,
+        "sys": (r1.ru_stime - r0.ru_stime) * 1000 / n,
+        "wall": (time.perf_counter() - w0) * 1000 / n,
+        "switches": (r1.ru_nvcsw - r0.ru_nvcsw) / n,
+    }
 
 
 class CannedNode(BaseAsyncNode):
@@ -181,9 +188,14 @@ async def run(url: str, args: argparse.Namespace) -> None:
         for name, call in list(calls.items()) * 2:
             figures[name] = await cpu_per_call(call, queries)  # the second round is kept (warmer)
         print(f"{len(docs)} documents, {len(queries)} queries, window {args.window}, highlight={args.highlight}")
-        for name, (cpu, wall) in figures.items():
-            print(f"  {name:<31} client CPU {cpu:6.2f} ms/search   wall {wall:6.2f} ms/search")
-        ours_cpu, raw_cpu = figures["ours"][0], figures["raw, two phases (our requests)"][0]
+        for name, f in figures.items():
+            print(
+                f"  {name:<31} client CPU {f['user'] + f['sys']:6.2f} ms/search (user {f['user']:5.2f}, system"
+                f" {f['sys']:5.2f})   wall {f['wall']:6.2f} ms   {f['switches']:4.1f} context switches/search"
+            )
+        ours_cpu = figures["ours"]["user"] + figures["ours"]["sys"]
+        ref = figures["raw, two phases (our requests)"]
+        raw_cpu = ref["user"] + ref["sys"]
         print(f"  ours - raw (same requests): {ours_cpu - raw_cpu:+.2f} ms of client CPU per search")
         await canned(es, queries, vectors, by_clean, settings, args)
         if args.throughput:
