@@ -8,6 +8,7 @@ same way, and an open breaker of one dependency never blocks another. It holds n
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
@@ -89,8 +90,10 @@ class Backend:
         *,
         deadline_s: float | None = None,
         attempt_timeout_s: float | None = None,
+        within: asyncio.Timeout | None = None,
     ) -> T:
-        """Every Elasticsearch request goes through here: error mapping inside the resilience stack."""
+        """Every Elasticsearch request goes through here: error mapping inside the resilience stack
+        (``within``: the caller's timeout scope, see :meth:`Resilience.call`)."""
         self.check_open()
 
         async def attempt() -> T:
@@ -101,7 +104,9 @@ class Backend:
             except Exception as exc:
                 raise map_es_error(exc) from exc
 
-        return await self.es_resilience.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+        return await self.es_resilience.call(
+            attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within
+        )
 
     # -- the embedder ----------------------------------------------------------------------------------
 
@@ -113,6 +118,7 @@ class Backend:
         count: int,
         deadline_s: float | None = None,
         attempt_timeout_s: float | None = None,
+        within: asyncio.Timeout | None = None,
     ) -> T:
         """Every embedding call goes through here: its own stack, so one breaker never blocks the other."""
         attrs: dict[str, AttrValue] = {
@@ -121,7 +127,13 @@ class Backend:
             "embeddings.model": self.embedder.model_id,
         }
         return await self._provider_call(
-            "embeddings", op, "hybrid_search.embed", attrs, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s
+            "embeddings",
+            op,
+            "hybrid_search.embed",
+            attrs,
+            deadline_s=deadline_s,
+            attempt_timeout_s=attempt_timeout_s,
+            within=within,
         )
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
@@ -135,9 +147,11 @@ class Backend:
             attempt_timeout_s=budget,
         )
 
-    async def embed_query(self, text: str, *, deadline_s: float | None = None) -> Vector:
+    async def embed_query(
+        self, text: str, *, deadline_s: float | None = None, within: asyncio.Timeout | None = None
+    ) -> Vector:
         return await self.embed_call(
-            lambda: self.embedder.embed_query(text), kind="query", count=1, deadline_s=deadline_s
+            lambda: self.embedder.embed_query(text), kind="query", count=1, deadline_s=deadline_s, within=within
         )
 
     async def probe_embedder(self) -> None:
@@ -225,6 +239,7 @@ class Backend:
         *,
         deadline_s: float | None,
         attempt_timeout_s: float | None,
+        within: asyncio.Timeout | None = None,
     ) -> T:
         """A model provider's call: its errors mapped onto ours, inside its own stack and span."""
         self.check_open()
@@ -239,7 +254,7 @@ class Backend:
             dependency
         ]
         with span(span_name, attrs):
-            return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s)
+            return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within)
 
 
 async def _close(stream: AsyncIterator[object]) -> None:

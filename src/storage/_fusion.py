@@ -85,25 +85,46 @@ _Leg = tuple[dict[str, int], Sequence[float]]
 
 
 class FusedList(Sequence[FusedHit]):
-    """The fused order, best first; a :class:`FusedHit` is built only when it is read.
+    """The fused order, best first; a :class:`FusedHit` is built only when it is read, and the order only as
+    far as it is read.
 
     A search fuses two windows (up to 2 × 10,000 hits) and shows ten: building every hit object (and every
     hit's provenance) was most of the fusion's time, so each leg's rank map and score column are kept and
-    a hit's provenance is read from them when the hit is. ``len()`` is the number of fused documents;
-    indexing and slicing return :class:`FusedHit` objects (slices as lists); ``ids`` is the order.
+    a hit's provenance is read from them when the hit is. Ordering every document by the full tie-break
+    was most of what remained, so reading the first ``n`` orders only the documents scoring at least the
+    ``n``-th best score (every other document comes after them in the full order); reading further orders
+    the rest. ``len()`` is the number of fused documents; indexing and slicing return :class:`FusedHit`
+    objects (slices as lists); ``ids`` is the whole order.
     """
 
-    __slots__ = ("_best", "_legs", "_order", "_scores")
+    __slots__ = ("_best", "_complete", "_legs", "_order", "_scores")
 
-    def __init__(self, order: list[str], scores: dict[str, float], legs: dict[str, _Leg], best: float) -> None:
-        self._order, self._scores, self._legs, self._best = order, scores, legs, best
+    def __init__(
+        self, scores: dict[str, float], legs: dict[str, _Leg], best: float, order: list[str] | None = None
+    ) -> None:
+        self._scores, self._legs, self._best = scores, legs, best
+        #: A prefix of the fused order; all of it once ``_complete`` (always, when ``order`` is given).
+        self._order: list[str] = order if order is not None else []
+        self._complete = order is not None or not scores
+
+    def _head(self, n: int) -> list[str]:
+        """The order's first ``n`` ids or more (a prefix ordered so far may be longer; never shorter)."""
+        if self._complete or n <= len(self._order):
+            return self._order
+        if n >= len(self._scores):
+            self._order, self._complete = _ordered(list(self._scores), self._scores, self._legs), True
+        else:
+            threshold = sorted(self._scores.values(), reverse=True)[n - 1]
+            top = [doc_id for doc_id, score in self._scores.items() if score >= threshold]
+            self._order = _ordered(top, self._scores, self._legs)
+        return self._order
 
     @property
     def ids(self) -> list[str]:
-        return list(self._order)
+        return list(self._head(len(self)))
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._order) if self._complete else len(self._scores)
 
     @overload
     def __getitem__(self, index: int) -> FusedHit: ...
@@ -113,16 +134,22 @@ class FusedList(Sequence[FusedHit]):
 
     def __getitem__(self, index: int | slice) -> FusedHit | list[FusedHit]:
         if isinstance(index, slice):
-            return [self._hit(doc_id) for doc_id in self._order[index]]
-        return self._hit(self._order[index])
+            wanted = range(*index.indices(len(self)))
+            order = self._head(max(wanted) + 1) if wanted else []
+            return [self._hit(order[i]) for i in wanted]
+        size = len(self)
+        if not -size <= index < size:
+            raise IndexError("fused list index out of range")
+        position = index if index >= 0 else size + index
+        return self._hit(self._head(position + 1)[position])
 
     def __iter__(self) -> Iterator[FusedHit]:
-        return (self._hit(doc_id) for doc_id in self._order)
+        return (self._hit(doc_id) for doc_id in self._head(len(self)))
 
     def keep(self, wanted: Callable[[str], bool]) -> FusedList:
         """The same fusion with only the ids ``wanted`` accepts (their scores and ranks unchanged)."""
-        order = [doc_id for doc_id in self._order if wanted(doc_id)]
-        return FusedList(order, self._scores, self._legs, self._best)
+        order = [doc_id for doc_id in self._head(len(self)) if wanted(doc_id)]
+        return FusedList(self._scores, self._legs, self._best, order)
 
     def overlap(self) -> int:
         """How many documents every leg found (0 with fewer than two legs), before any :meth:`keep`."""
@@ -136,15 +163,14 @@ class FusedList(Sequence[FusedHit]):
 
     def _hit(self, doc_id: str) -> FusedHit:
         score, best = self._scores[doc_id], self._best
-        return FusedHit(
-            id=doc_id,
-            score=score,
-            normalized_score=min(max(score / best, 0.0), 1.0) if best > 0 else 0.0,
-            ranks={leg: ranks[doc_id] for leg, (ranks, _) in self._legs.items() if doc_id in ranks},
-            leg_scores={
-                leg: scores[ranks[doc_id] - 1] for leg, (ranks, scores) in self._legs.items() if doc_id in ranks
-            },
-        )
+        ranks: dict[str, int] = {}
+        leg_scores: dict[str, float] = {}
+        for leg, (leg_ranks, scores) in self._legs.items():
+            rank = leg_ranks.get(doc_id)
+            if rank is not None:
+                ranks[leg], leg_scores[leg] = rank, scores[rank - 1]
+        normalized = min(max(score / best, 0.0), 1.0) if best > 0 else 0.0
+        return FusedHit(doc_id, score, normalized, ranks, leg_scores)
 
 
 def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
@@ -164,45 +190,61 @@ def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
 
 def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
     """id -> the sum of its values over the parts, added part by part in order (with two parts, exactly
-    the two terms' sum). Merged a dict at a time; only the ids in both are added one by one."""
-    total: dict[str, float] = {}
-    for part in parts:
-        merged = {**part, **total}
-        for doc_id in part.keys() & total.keys():
-            merged[doc_id] = total[doc_id] + part[doc_id]
-        total = merged
+    the two terms' sum). The parts are fresh dicts and the first becomes the total: each further part is
+    merged into it at once (C-level), then only the ids in both are added one by one."""
+    if not parts:
+        return {}
+    total = parts[0]
+    for part in parts[1:]:
+        both = {doc_id: total[doc_id] for doc_id in part.keys() & total.keys()}
+        total.update(part)
+        for doc_id, before in both.items():
+            total[doc_id] = before + part[doc_id]
     return total
 
 
-def _ordered(scored: dict[str, float], legs: dict[str, _Leg], best: float) -> FusedList:
-    """Higher score first; a tie is broken by more legs, then the better best rank, then the id. Ties are
-    the rule, not the exception (with equal weights, rank r in one leg ties rank r in the other), so this
-    is one stable sort per criterion, least significant first, each keyed by a dict lookup (C-level):
-    a third of the time of sorting tuples built per document."""
-    rank_maps = [ranks for ranks, _ in legs.values()]
-    order = sorted(scored)
-    if rank_maps:
-        order.sort(key=_best_ranks(rank_maps).__getitem__)
-        order.sort(key=Counter(chain.from_iterable(rank_maps)).__getitem__, reverse=True)
+def _ordered(doc_ids: list[str], scored: dict[str, float], legs: dict[str, _Leg]) -> list[str]:
+    """``doc_ids`` in the fused order: higher score first; a tie is broken by more legs, then the better best
+    rank, then the id. Ties are the rule, not the exception (with equal weights, rank r in one leg ties rank
+    r in the other), so this is one stable sort per criterion, least significant first, each keyed by a
+    dict lookup (C-level): a third of the time of sorting tuples built per document."""
+    rank_maps = [ranks for ranks, _ in legs.values() if ranks]
+    order = sorted(doc_ids)
+    if len(rank_maps) == 1:  # one leg: every document has one, and its rank there is its best
+        order.sort(key=rank_maps[0].__getitem__)
+    elif rank_maps:
+        best, found_in = _tie_breaks(rank_maps, order)
+        order.sort(key=best.__getitem__)
+        order.sort(key=found_in.__getitem__, reverse=True)
     order.sort(key=scored.__getitem__, reverse=True)  # (reverse=True keeps equal keys in their order)
-    return FusedList(order, scored, legs, best)
+    return order
 
 
-def _best_ranks(rank_maps: list[dict[str, int]]) -> dict[str, int]:
-    """id -> its best (lowest) rank over the legs."""
+def _tie_breaks(rank_maps: list[dict[str, int]], doc_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """id -> its best (lowest) rank over the legs, and id -> how many legs found it: for ``doc_ids`` alone
+    when they are a few (the head of the order: a page's worth), else for every id, dicts merged a leg at a
+    time."""
+    if 4 * len(doc_ids) < sum(map(len, rank_maps)):
+        best: dict[str, int] = {}
+        found_in: dict[str, int] = {}
+        for doc_id in doc_ids:
+            found = [ranks[doc_id] for ranks in rank_maps if doc_id in ranks]
+            best[doc_id], found_in[doc_id] = min(found), len(found)
+        return best, found_in
     best = rank_maps[0]
     for ranks in rank_maps[1:]:
         merged = {**ranks, **best}
         for doc_id in ranks.keys() & best.keys():
             merged[doc_id] = min(ranks[doc_id], best[doc_id])
         best = merged
-    return best
+    return best, Counter(chain.from_iterable(rank_maps))
 
 
 @functools.lru_cache(maxsize=64)
 def _rrf_terms(weight: float, k: int, n: int) -> tuple[float, ...]:
-    """``weight / (k + rank)`` for rank 0..n (index 0 unused): the same few (weight, k, window) every search."""
-    return tuple(weight / (k + rank) for rank in range(n + 1))
+    """``weight / (k + rank)`` for rank 1..n (at index rank - 1): the same few (weight, k, window) every
+    search."""
+    return tuple(weight / (k + rank) for rank in range(1, n + 1))
 
 
 def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
@@ -212,9 +254,12 @@ def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float]
     maps = _leg_maps(legs)
     parts = []
     for leg, (ranks, scores) in maps.items():
-        by_rank = _rrf_terms(w[leg], k, len(scores))
-        parts.append(dict(zip(ranks, map(by_rank.__getitem__, ranks.values()), strict=True)))
-    return _ordered(_summed(parts), maps, best=math.fsum(w[leg] / (k + 1) for leg in legs))
+        terms = _rrf_terms(w[leg], k, len(scores))
+        if len(ranks) == len(terms):  # no duplicate: the map's keys are the ids in rank order
+            parts.append(dict(zip(ranks, terms, strict=True)))
+        else:
+            parts.append({doc_id: terms[rank - 1] for doc_id, rank in ranks.items()})
+    return FusedList(_summed(parts), maps, math.fsum(w[leg] / (k + 1) for leg in legs))
 
 
 def rrf(
@@ -267,7 +312,7 @@ def _score_fusion(
         weight = w[leg]
         parts.append(dict(zip(ranks, [weight * value for value in normed], strict=True)))
         best += weight * max(normed)
-    return _ordered(_summed(parts), maps, best=best)
+    return FusedList(_summed(parts), maps, best)
 
 
 def fused_list(

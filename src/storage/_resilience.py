@@ -181,7 +181,12 @@ class Resilience:
         *,
         deadline_s: float | None = None,
         attempt_timeout_s: float | None = None,
+        within: asyncio.Timeout | None = None,
     ) -> T:
+        """``within``: the caller's own ``asyncio.timeout`` scope around this call, if it has one. An
+        attempt that would end no earlier than that scope then opens no timeout of its own (the scope ends
+        it first): a timeout scope is a timer scheduled and cancelled on the event loop, and a search's legs
+        and fetch each had two, nested, the inner one never firing."""
         if self._closed.is_set():
             raise ClientClosed("the client is closed")
         p = self.policy
@@ -205,7 +210,7 @@ class Resilience:
             # tenacity loop costs ~40 µs per call). A failure worth retrying is replayed into tenacity as its
             # attempt 1, so stop, wait, budget and logging see exactly what they would have.
             try:
-                return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)))
+                return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)), within)
             except SearchError as exc:
                 if not is_transient(exc):
                     raise
@@ -222,17 +227,20 @@ class Resilience:
                 with attempt:
                     if replay:
                         raise replay.pop()
-                    return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)))
+                    return await self._attempt(op, min(per_attempt, max(deadline - self._clock(), 0.001)), within)
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             self._semaphore.release()
 
-    async def _attempt(self, op: Callable[[], Awaitable[T]], timeout_s: float) -> T:
+    async def _attempt(self, op: Callable[[], Awaitable[T]], timeout_s: float, within: asyncio.Timeout | None) -> T:
         probe = self._admit()
         self.attempts += 1
         try:
-            async with asyncio.timeout(timeout_s):
+            if _ends_first(within, timeout_s):
                 result = await op()
+            else:
+                async with asyncio.timeout(timeout_s):
+                    result = await op()
         except TimeoutError:
             err = DependencyUnavailable(
                 f"{self.dependency} attempt exceeded {timeout_s:.3g} s", dependency=self.dependency, reason="timeout"
@@ -367,6 +375,14 @@ class Resilience:
                 "resilience.sleep_s": round(state.upcoming_sleep, 3),
             },
         )
+
+
+def _ends_first(scope: asyncio.Timeout | None, timeout_s: float) -> bool:
+    """Does ``scope`` end no later than a timeout of ``timeout_s`` started now would?"""
+    if scope is None:
+        return False
+    when = scope.when()
+    return when is not None and when <= asyncio.get_running_loop().time() + timeout_s
 
 
 class _StopAtDeadline(stop_base):

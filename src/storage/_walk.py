@@ -170,10 +170,14 @@ class Walker:
                 pit,
                 keep_alive,
             )
-            coros.append(self._retriever.run_leg(outcomes["bm25"], self._pit_leg(outcomes["bm25"], body)))
+            coros.append(
+                self._retriever.run_leg(outcomes["bm25"], lambda scope: self._pit_leg(outcomes["bm25"], body, scope))
+            )
         if "knn" in outcomes:
             coros.append(
-                self._retriever.run_leg(outcomes["knn"], self._knn_pit_leg(outcomes["knn"], plan, pit, keep_alive))
+                self._retriever.run_leg(
+                    outcomes["knn"], lambda scope: self._knn_pit_leg(outcomes["knn"], plan, pit, keep_alive, scope)
+                )
             )
         await asyncio.gather(*coros)
         failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
@@ -309,25 +313,27 @@ class Walker:
         )
         return page
 
-    async def _pit_leg(self, out: LegOutcome, body: dict[str, Any]) -> None:
+    async def _pit_leg(self, out: LegOutcome, body: dict[str, Any], scope: asyncio.Timeout) -> None:
         es = self._b.leg_es
         budget = self._b.settings.leg_timeout_s
         full = server_side(body, self._b.settings, budget)
-        resp = await self._b.es_call(lambda: es.search(**full), deadline_s=budget)
+        resp = await self._b.es_call(lambda: es.search(**full), deadline_s=budget, within=scope)
         out.answered(resp.body)
         out.pit_id = resp.body.get("pit_id")
 
-    async def _knn_pit_leg(self, out: LegOutcome, plan: Plan, pit: str, keep_alive: str) -> None:
+    async def _knn_pit_leg(
+        self, out: LegOutcome, plan: Plan, pit: str, keep_alive: str, scope: asyncio.Timeout
+    ) -> None:
         budget = self._b.settings.leg_timeout_s
         out.waiting_on = "embeddings"
-        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
+        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
         out.waiting_on = "elasticsearch"
         body = on_pit(
             knn_query_request(vector, filters=plan.clauses, depth=plan.candidates, size=plan.window),
             pit,
             keep_alive,
         )
-        await self._pit_leg(out, body)
+        await self._pit_leg(out, body, scope)
 
 
 def _require_complete(what: str, shards: ShardReport | None) -> None:

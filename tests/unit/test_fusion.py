@@ -114,10 +114,15 @@ def test_the_lazy_fused_list_reads_like_the_materialised_one(
     columns = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in legs.items()}
     lazy = fused_list(columns, method=method, k=10)  # type: ignore[arg-type]
     assert len(lazy) == len(full)
-    assert lazy.ids == [h.id for h in full]
-    assert lazy[start : start + size] == full[start : start + size]
+    assert lazy[start : start + size] == full[start : start + size]  # the head ordered first, on its own
+    if start < len(full):
+        assert lazy[start] == full[start]
+    assert lazy.ids == [h.id for h in full]  # then the rest
     if full:
         assert lazy[-1] == full[-1]
+        assert fused_list(columns, method=method, k=10)[-1] == full[-1]  # type: ignore[arg-type]
+        with pytest.raises(IndexError):
+            lazy[len(full)]
     kept = lazy.keep(lambda doc_id: doc_id.startswith("a"))
     assert list(kept) == [h for h in full if h.id.startswith("a")]  # same scores, same order
 
@@ -146,4 +151,6 @@ def test_the_fused_order_is_score_then_legs_then_best_rank_then_id_and_a_duplica
         assert dict(hit.leg_scores) == {leg: score for leg, (_, score) in first[hit.id].items()}
     keys = [(-h.score, -len(h.ranks), min(h.ranks.values()), h.id) for h in hits]
     assert keys == sorted(keys)
+    for n in (1, 3, 10):  # a head read first (ordered on its own, ties at its edge included) is the same
+        assert fused_list(columns, method=method, k=10, weights=weights)[:n] == hits[:n]  # type: ignore[arg-type]
     assert fused.overlap() == len(set(columns["bm25"][0]) & set(columns["knn"][0]))

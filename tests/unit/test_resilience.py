@@ -174,6 +174,40 @@ async def test_slow_attempts_time_out_and_count_as_failures() -> None:
     assert s.state == "open"
 
 
+async def test_an_attempt_inside_a_callers_earlier_scope_opens_no_timeout_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller's scope ends the attempt (a leg's budget): no second timer, the breaker untouched, as
+    when the inner timeout was there and never fired. An attempt timeout shorter than the scope still fires
+    (and counts)."""
+    s = stack(FakeTime(), attempts=1, fail_max=1, attempt_timeout_s=10.0)
+    opened: list[float | None] = []
+    real_timeout = asyncio.timeout
+
+    def counting(delay: float | None) -> asyncio.Timeout:
+        opened.append(delay)
+        return real_timeout(delay)
+
+    async def hang() -> str:
+        await asyncio.sleep(10)
+        return "late"
+
+    async with asyncio.timeout(5.0) as scope:
+        monkeypatch.setattr(asyncio, "timeout", counting)
+        assert await s.call(Script(), within=scope) == "ok"
+    assert opened == []
+    with pytest.raises(TimeoutError):
+        async with real_timeout(0.05) as scope:
+            await s.call(hang, within=scope)
+    assert opened == []
+    assert s.state == "closed" and s.breaker.fail_counter == 0
+    async with real_timeout(5.0) as scope:
+        with pytest.raises(DependencyUnavailable) as info:
+            await s.call(hang, attempt_timeout_s=0.05, within=scope)
+    assert opened == [0.05] and info.value.reason == "timeout"
+    assert s.state == "open"
+
+
 async def test_cancellation_during_an_attempt_is_unchanged_and_not_counted() -> None:
     t = FakeTime()
     s = stack(t, fail_max=1)

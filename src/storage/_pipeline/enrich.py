@@ -92,8 +92,8 @@ class Enricher:
         started = time.perf_counter()
         with span("hybrid_search.fetch", {"search.fetch.ids": len(ids)}):
             try:
-                async with asyncio.timeout(budget):
-                    resp = await self._b.es_call(lambda: es.search(**body), deadline_s=budget)
+                async with asyncio.timeout(budget) as scope:
+                    resp = await self._b.es_call(lambda: es.search(**body), deadline_s=budget, within=scope)
             except TimeoutError:
                 raise timeout_error("fetch", "elasticsearch", budget) from None
         return Fetched(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._backend import Backend
@@ -54,21 +54,22 @@ class Retriever:
             body = bm25_fuzzy_request(
                 plan.embed_text, filters=plan.clauses, size=plan.window, docvalue_fields=_doc_values(plan)
             )
-            await self.run_leg(fuzzy, self._search_leg(fuzzy, plan.target, body))
+            await self.run_leg(fuzzy, lambda scope: self._search_leg(fuzzy, plan.target, body, scope))
             if fuzzy.error is None and fuzzy.hits:
                 fuzzy.latency_ms += bm25.latency_ms
                 outcomes["bm25"] = fuzzy
                 return outcomes, ["fuzzy"]
         return outcomes, []
 
-    async def run_leg(self, outcome: LegOutcome, work: Awaitable[None]) -> LegOutcome:
-        """Run one leg within its budget; its failure becomes data (``outcome.error``), never an exception."""
+    async def run_leg(self, outcome: LegOutcome, work: Callable[[asyncio.Timeout], Awaitable[None]]) -> LegOutcome:
+        """Run one leg within its budget; its failure becomes data (``outcome.error``), never an exception.
+        ``work`` gets the budget's timeout scope (for :meth:`Backend.es_call`'s ``within``)."""
         started = time.perf_counter()
         budget = self._b.settings.leg_timeout_s
         with span(f"hybrid_search.leg.{outcome.leg}", {"search.leg": outcome.leg}) as leg_span:
             try:
-                async with asyncio.timeout(budget):
-                    await work
+                async with asyncio.timeout(budget) as scope:
+                    await work(scope)
             except TimeoutError:
                 outcome.hits = []
                 outcome.error = timeout_error(outcome.leg, outcome.waiting_on, budget)
@@ -86,31 +87,31 @@ class Retriever:
         if "bm25" in plan.legs:
             body = _bm25_body(plan)
             bm25 = LegOutcome("bm25")
-            coros.append(self.run_leg(bm25, self._search_leg(bm25, plan.target, body)))
+            coros.append(self.run_leg(bm25, lambda scope: self._search_leg(bm25, plan.target, body, scope)))
         if "knn" in plan.legs:
             knn = LegOutcome("knn")
-            coros.append(self.run_leg(knn, self._knn_leg(knn, plan)))
+            coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope)))
         return {o.leg: o for o in await asyncio.gather(*coros)}
 
-    async def _search_leg(self, out: LegOutcome, index: str, body: dict[str, Any]) -> None:
+    async def _search_leg(self, out: LegOutcome, index: str, body: dict[str, Any], scope: asyncio.Timeout) -> None:
         es = self._b.leg_es
         budget = self._b.settings.leg_timeout_s
         full = server_side(body, self._b.settings, budget)
-        resp = await self._b.es_call(lambda: es.search(index=index, **full), deadline_s=budget)
+        resp = await self._b.es_call(lambda: es.search(index=index, **full), deadline_s=budget, within=scope)
         out.answered(resp.body)
 
-    async def _knn_leg(self, out: LegOutcome, plan: Plan) -> None:
+    async def _knn_leg(self, out: LegOutcome, plan: Plan, scope: asyncio.Timeout) -> None:
         t0 = time.perf_counter()
         budget = self._b.settings.leg_timeout_s
         out.waiting_on = "embeddings"
-        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
+        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
         body = _knn_body(plan, vector)
         es = self._b.leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
         full = server_side(body, self._b.settings, remaining)
-        resp = await self._b.es_call(lambda: es.search(index=plan.target, **full), deadline_s=remaining)
+        resp = await self._b.es_call(lambda: es.search(index=plan.target, **full), deadline_s=remaining, within=scope)
         out.answered(resp.body)
 
     async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
@@ -126,8 +127,8 @@ class Retriever:
                 knn = outcomes["knn"]
                 knn.waiting_on = "embeddings"
                 try:
-                    async with asyncio.timeout(budget):
-                        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget)
+                    async with asyncio.timeout(budget) as scope:
+                        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
                     knn.embed_ms = (time.perf_counter() - t0) * 1000
                     body = _knn_body(plan, vector)
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
@@ -146,8 +147,10 @@ class Retriever:
                 remaining = max(budget - (time.perf_counter() - t0), 0.001)
                 es = self._b.es.options(request_timeout=remaining)
                 try:
-                    async with asyncio.timeout(remaining):
-                        resp = await self._b.es_call(lambda: es.msearch(searches=searches), deadline_s=remaining)
+                    async with asyncio.timeout(remaining) as scope:
+                        resp = await self._b.es_call(
+                            lambda: es.msearch(searches=searches), deadline_s=remaining, within=scope
+                        )
                     for leg, item in zip(order, resp.body["responses"], strict=True):
                         if "error" in item:
                             outcomes[leg].error = _msearch_item_error(item)
