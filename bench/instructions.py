@@ -26,13 +26,12 @@ from typing import Any
 import orjson
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
-from profile_search import CannedNode  # bench/profile_search.py: answers from recorded responses
+from profile_search import CannedNode, record_answers  # bench/profile_search.py: recorded answers
 from raw_client import Precomputed, two_phase
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
 from storage._eval import load_beir
-from storage._queries import bm25_request, fetch_request, knn_request
 from storage._text import clean_query
 from storage.local_es import url_or_local
 
@@ -50,12 +49,7 @@ async def record(url: str, window: int) -> dict[str, Any]:
         report = await client.index_documents(data.documents[:2000], refresh=True)
         assert report.ok, report.failed[:3]
         vector = await cached.embed_query(query)
-        es = client._es
-        bm25 = await es.search(index=INDEX, **bm25_request(query, filters=[], size=window))
-        knn = await es.search(index=INDEX, **knn_request(vector, filters=[], k=window, num_candidates=window))
-        page = [h["_id"] for h in bm25["hits"]["hits"][:5]] + [h["_id"] for h in knn["hits"]["hits"][:5]]
-        fetched = await es.search(index=INDEX, **fetch_request(query, page, highlight=True))
-        answers = {"bm25": bm25.body, "knn": knn.body, "fetch": fetched.body}
+        answers = await record_answers(client._es, INDEX, query, vector, window, window, highlight=True)
         await client.delete_index()
     return {"query": query, "vector": list(vector), "window": window, **answers}
 

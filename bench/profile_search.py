@@ -76,6 +76,18 @@ class CannedNode(BaseAsyncNode):
         return None
 
 
+async def record_answers(
+    es: AsyncElasticsearch, index: str, query: str, vector: Vector, window: int, candidates: int, *, highlight: bool
+) -> dict[str, Any]:
+    """One query's three real answers (the BM25 leg, the kNN leg, the fetch of a page of the legs' top five
+    each), as :class:`CannedNode` replays them."""
+    bm25 = await es.search(index=index, **bm25_request(query, filters=[], size=window))
+    knn = await es.search(index=index, **knn_request(vector, filters=[], k=window, num_candidates=candidates))
+    page = [h["_id"] for h in bm25["hits"]["hits"][:5]] + [h["_id"] for h in knn["hits"]["hits"][:5]]
+    fetched = await es.search(index=index, **fetch_request(query, page, highlight=highlight))
+    return {"bm25": bm25.body, "knn": knn.body, "fetch": fetched.body}
+
+
 async def canned(
     es: AsyncElasticsearch,
     queries: list[str],
@@ -87,11 +99,8 @@ async def canned(
     """Ours vs raw on recorded answers (one query's three real responses), best of three rounds."""
     q = queries[0]
     window, cands = args.window, settings.num_candidates
-    bm25 = await es.search(index="bench-profile", **bm25_request(q, filters=[], size=window))
-    knn = await es.search(index="bench-profile", **knn_request(vectors[q], filters=[], k=window, num_candidates=cands))
-    page = [h["_id"] for h in bm25["hits"]["hits"][:5]] + [h["_id"] for h in knn["hits"]["hits"][:5]]
-    fetched = await es.search(index="bench-profile", **fetch_request(q, page, highlight=args.highlight))
-    CannedNode.answers = {k: orjson.dumps(r.body) for k, r in (("bm25", bm25), ("knn", knn), ("fetch", fetched))}
+    recorded = await record_answers(es, "bench-profile", q, vectors[q], window, cands, highlight=args.highlight)
+    CannedNode.answers = {kind: orjson.dumps(body) for kind, body in recorded.items()}
     fake = AsyncElasticsearch("http://canned:9200", node_class=CannedNode, serializer=OrjsonSerializer())
     embedder = Precomputed({clean_query(x).text: vectors[q] for x in by_clean} | by_clean, "m", len(vectors[q]))
     client = SearchClient(fake, embedder, settings, owns_clients=False)
