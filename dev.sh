@@ -81,13 +81,15 @@ stop_chat_server_build() {
 run_tests() {
   local py="$VENV/bin/python"
   start_chat_server_build
-  echo "== ruff"
-  "$VENV/bin/ruff" check --output-format concise .
-  "$VENV/bin/ruff" format --check .
-  echo "== mypy --strict"
-  "$VENV/bin/mypy"
-  echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
+  # run_tests is called as `run_tests || status=$?`, where bash ignores errexit: every failure below is
+  # caught explicitly. Lint failures fail the run at the end (the tests still run, for the whole picture).
   local status=0
+  echo "== ruff"
+  "$VENV/bin/ruff" check --output-format concise . || status=1
+  "$VENV/bin/ruff" format --check . || status=1
+  echo "== mypy --strict"
+  "$VENV/bin/mypy" || status=1
+  echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
   ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest "$@" || status=$?
   if [ -n "$CHAT_BUILD_PID" ]; then
     wait "$CHAT_BUILD_PID" 2>/dev/null || true
@@ -112,7 +114,7 @@ run_tests() {
   if [ ! -f "$overlay/.installed" ] || [ pyproject.toml -nt "$overlay/.installed" ]; then
     rm -rf "$overlay"
     "$py" -m pip install --disable-pip-version-check -q --no-deps --target "$overlay" \
-      "elasticsearch>=9,<10" "elastic-transport>=9.4.1,<10"
+      "elasticsearch>=9,<10" "elastic-transport>=9.4.1,<10" || return 1
     touch "$overlay/.installed"
   fi
   echo "== pytest -m 'smoke or client9' against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py $(PYTHONPATH="$overlay" "$py" -c 'import elasticsearch; print(elasticsearch.__versionstr__)'))"

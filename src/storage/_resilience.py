@@ -193,8 +193,9 @@ class Resilience:
         self.calls += 1
         self.budget.deposit()
         try:
-            if self._semaphore.locked():  # only a full bulkhead waits (wait_for costs a task per call)
-                await asyncio.wait_for(self._semaphore.acquire(), timeout=p.max_wait_s)
+            if self._semaphore.locked():  # only a full bulkhead waits (a timeout scope costs a timer per call)
+                async with asyncio.timeout(p.max_wait_s):  # never wait_for: see _sleep
+                    await self._semaphore.acquire()
             else:
                 await self._semaphore.acquire()  # returns at once: a free slot is taken without suspending
         except TimeoutError:
@@ -332,8 +333,11 @@ class Resilience:
             if self._closed.is_set():
                 raise ClientClosed("the client was closed during a retry backoff")
             return
+        # asyncio.timeout, never wait_for: on Python 3.11 wait_for swallows a cancellation that arrives in the
+        # loop pass where the awaited future completes (here: close() during the backoff).
         try:
-            await asyncio.wait_for(self._closed.wait(), timeout=delay)
+            async with asyncio.timeout(delay):
+                await self._closed.wait()
         except TimeoutError:
             return
         raise ClientClosed("the client was closed during a retry backoff")

@@ -182,8 +182,11 @@ class TelemetrySink:
 
     async def _run(self) -> None:
         while True:
+            # asyncio.timeout, never wait_for: on Python 3.11 wait_for swallows a cancellation that arrives in
+            # the loop pass where the wake-up fires, and aclose() would then wait for this loop forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.flush_interval_s)
+                async with asyncio.timeout(self.flush_interval_s):
+                    await self._wake.wait()
             self._wake.clear()
             while self._buffer:
                 await self._send_batch()

@@ -200,11 +200,13 @@ async def test_an_attempt_inside_a_callers_earlier_scope_opens_no_timeout_of_its
         async with real_timeout(0.05) as scope:
             await s.call(hang, within=scope)
     assert opened == []
-    assert s.state == "closed" and s.breaker.fail_counter == 0
+    assert s.state == "closed"
+    assert s.breaker.fail_counter == 0
     async with real_timeout(5.0) as scope:
         with pytest.raises(DependencyUnavailable) as info:
             await s.call(hang, attempt_timeout_s=0.05, within=scope)
-    assert opened == [0.05] and info.value.reason == "timeout"
+    assert opened == [0.05]
+    assert info.value.reason == "timeout"
     assert s.state == "open"
 
 
@@ -245,6 +247,40 @@ async def test_cancellation_during_backoff_is_unchanged_and_not_counted() -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     assert s.breaker.fail_counter == 1  # the one real failure, nothing for the cancellation
+
+
+async def test_a_cancellation_arriving_as_close_wakes_the_backoff_is_a_cancellation() -> None:
+    """Python 3.11's wait_for swallowed a cancellation delivered in the loop pass where the awaited future
+    completed; the call then ended in ClientClosed instead (and a task meant to stop could go on)."""
+    s = Resilience("elasticsearch", ResiliencePolicy(backoff_initial_s=5, backoff_max_s=5), rng=_LongestJitter())
+    task = asyncio.create_task(s.call(Script(down(), down())))
+    await asyncio.sleep(0.05)  # in backoff
+    s.close()
+    task.cancel()  # the same pass: the close wake-up completes first
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_cancellation_arriving_as_a_bulkhead_slot_frees_is_a_cancellation_and_frees_the_slot() -> None:
+    s = Resilience("embeddings", ResiliencePolicy(max_concurrency=1, max_wait_s=5))
+    gate = asyncio.Event()
+    waiters: list[asyncio.Task[str]] = []
+
+    async def hold() -> str:
+        await gate.wait()
+        # Cancel the waiter in the pass after this call ends, the pass where its release wakes the waiter.
+        asyncio.get_running_loop().call_soon(waiters[0].cancel)
+        return "held"
+
+    first = asyncio.create_task(s.call(hold))
+    await asyncio.sleep(0)
+    waiters.append(asyncio.create_task(s.call(Script())))
+    await asyncio.sleep(0.01)  # waiting for the one slot
+    gate.set()
+    assert await first == "held"
+    with pytest.raises(asyncio.CancelledError):
+        await waiters[0]
+    assert await asyncio.wait_for(s.call(Script()), 1) == "ok"  # the slot was not lost
 
 
 async def test_closing_during_backoff_ends_the_call_promptly() -> None:
