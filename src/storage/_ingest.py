@@ -86,8 +86,14 @@ class Ingester:
                     report_progress()
                     if ok:
                         await queue.put(ok)
-            finally:
-                await queue.put(None)
+            except asyncio.CancelledError:
+                # Cancelled only once the consumer has stopped (below): nobody reads the end marker, and
+                # waiting to put it into a full queue would hang the caller's cancellation for ever.
+                raise
+            except BaseException:
+                await queue.put(None)  # the consumer is still reading: let it finish what was queued
+                raise
+            await queue.put(None)
 
         async def consume() -> None:
             while (item := await queue.get()) is not None:

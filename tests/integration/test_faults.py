@@ -126,6 +126,31 @@ async def test_latency_above_the_attempt_timeout_is_a_typed_timeout(loaded: Sear
     print(f"\nlatency 3 s vs leg budget 1.5 s: typed timeout after {elapsed:.2f} s")
 
 
+async def test_a_caller_cancelling_an_ingest_while_bulk_is_slow_gets_control_back_at_once(
+    client: SearchClient, proxy: FaultProxy
+) -> None:
+    """Embedded batches wait in a bounded queue for a slow bulk. A caller's timeout used to hang there for
+    ever: the cancelled embedding side waited to queue its end marker for a consumer already gone."""
+    async with _client(proxy.url, client.index, embed_batch_size=2, bulk_timeout_s=30) as c:
+        await c.ensure_index()
+        await proxy.set_mode("latency", latency_s=1.0)
+
+        async def bounded() -> None:
+            async with asyncio.timeout(0.5):
+                await c.index_documents(DOCS)
+
+        started = time.perf_counter()
+        task = asyncio.create_task(bounded())
+        done, _ = await asyncio.wait({task}, timeout=10)
+        elapsed = time.perf_counter() - started
+        assert done, "index_documents ignored its caller's cancellation"
+        with pytest.raises(TimeoutError):
+            task.result()
+        assert elapsed < 3
+        await proxy.set_mode("pass")
+    print(f"\ningest cancelled by a 0.5 s caller timeout during a slow bulk: control back after {elapsed:.2f} s")
+
+
 async def test_connection_reset_mid_response_on_a_write_still_leaves_one_document_per_id(
     loaded: SearchClient, proxy: FaultProxy
 ) -> None:
