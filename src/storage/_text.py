@@ -36,24 +36,13 @@ def clean_query(text: object, *, max_chars: int = MAX_QUERY_CHARS) -> CleanQuery
     if not isinstance(text, str):
         raise InvalidQuery(f"query must be a string, got {type(text).__name__}")
     adjustments: list[str] = []
-    kept: list[str] = []
-    removed = False
-    # Printable text (no control, format or surrogate characters, no tabs or newlines) needs no scan.
-    for ch in () if text.isprintable() else text:
-        code = ord(ch)
-        if 0xD800 <= code <= 0xDFFF:
-            removed = True
-            continue
-        if ch in "\t\n\r\v\f":
-            kept.append(" ")
-            continue
-        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d":
-            removed = True
-            continue
-        kept.append(ch)
-    if removed:
-        adjustments.append("control_chars_removed")
-    cleaned = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", "".join(kept) if kept or removed else text)).strip()
+    if text.isprintable():
+        # No control, format or surrogate character, and no whitespace but the ASCII space (isprintable()
+        # is False for every other one): nothing to scan, and runs of spaces are the only ones to collapse.
+        cleaned = unicodedata.normalize("NFC", text)
+        cleaned = (_WHITESPACE.sub(" ", cleaned) if "  " in cleaned else cleaned).strip()
+    else:
+        cleaned = _scrubbed(text, adjustments)
     if not cleaned:
         raise InvalidQuery("query is empty (or only whitespace / control characters)")
     if len(cleaned) > max_chars:
@@ -68,3 +57,25 @@ def clean_query(text: object, *, max_chars: int = MAX_QUERY_CHARS) -> CleanQuery
         if not cleaned:
             raise InvalidQuery("query is empty after removing an unbalanced quote")
     return CleanQuery(cleaned, len(text), adjustments)
+
+
+def _scrubbed(text: str, adjustments: list[str]) -> str:
+    """Text with a character :meth:`str.isprintable` refuses: lone surrogates and control / format
+    characters removed (the zero-width joiner kept), tabs and newlines as spaces, NFC, whitespace collapsed."""
+    kept: list[str] = []
+    removed = False
+    for ch in text:
+        code = ord(ch)
+        if 0xD800 <= code <= 0xDFFF:
+            removed = True
+            continue
+        if ch in "\t\n\r\v\f":
+            kept.append(" ")
+            continue
+        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u200d":
+            removed = True
+            continue
+        kept.append(ch)
+    if removed:
+        adjustments.append("control_chars_removed")
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", "".join(kept))).strip()

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar, Token
 from typing import Any, Protocol
 
-__all__ = ["SpanLike", "span", "tracing"]
+__all__ = ["SpanLike", "decided_once", "span", "tracing"]
 
 try:  # the API is optional; tracing simply does nothing without it
     from opentelemetry import trace as _trace
@@ -56,10 +57,39 @@ class _NoSpanContext:
 _NO_SPAN_CONTEXT = _NoSpanContext()
 
 
-def tracing() -> bool:
-    """Is a tracer provider set (would a span record anything)? Checked per call, so a provider set later is
-    used from then on."""
+#: Inside :class:`decided_once`: whether spans record, as checked when it was entered.
+_decided: ContextVar[bool | None] = ContextVar("storage_tracing_decided", default=None)
+
+
+def _provider_set() -> bool:
     return _trace is not None and not isinstance(_trace.get_tracer_provider(), _UNSET)
+
+
+def tracing() -> bool:
+    """Is a tracer provider set (would a span record anything)? Inside :class:`decided_once`, the answer
+    taken when it was entered; elsewhere checked per call, so a provider set later is used from then on."""
+    known = _decided.get()
+    return _provider_set() if known is None else known
+
+
+class decided_once:  # noqa: N801 - used as a function-like context manager: ``with decided_once():``
+    """One operation's spans (a search opens six) ask whether a provider is set once, when it starts; every
+    span inside reads that answer, in the tasks the operation starts too (they copy the context).
+
+    The check is OpenTelemetry's ``get_tracer_provider()``: with no provider set, it looks an environment
+    variable up through ``os.environ``, which raises and catches a ``KeyError`` (about 1 µs). A provider set
+    while an operation runs is used from the next one on. One instance per operation (it holds its token).
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> bool:
+        recording = _provider_set()
+        self._token: Token[bool | None] = _decided.set(recording)
+        return recording
+
+    def __exit__(self, *exc: object) -> None:
+        _decided.reset(self._token)
 
 
 def span(name: str, attributes: Mapping[str, AttrValue] | None = None) -> AbstractContextManager[SpanLike]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from storage import Exists, InvalidQuery, Range, Term, Terms
 from storage._filters import parse_filters, to_es_filters
 from storage._queries import bm25_request, knn_request
-from storage._text import clean_query
+from storage._text import _scrubbed, clean_query
 
 
 def test_mapping_filters_render_to_term_terms_range_and_exists() -> None:
@@ -90,6 +92,22 @@ def test_query_hygiene_repairs_what_it_can() -> None:
     assert len(long.text) <= 1000
     assert "truncated" in long.adjustments
     assert long.original_length == 2000
+
+
+#: What str.isprintable() accepts: no control, format, surrogate, private or unassigned character, and no
+#: separator but the ASCII space.
+_PRINTABLE = st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs")) | st.just(" ")
+
+
+@given(st.text(alphabet=_PRINTABLE, max_size=40) | st.sampled_from(["a  b", " e\u0301  x ", "  "]))
+def test_printable_text_skips_the_scan_and_gets_what_the_scan_would_give(text: str) -> None:
+    """Printable text takes the short path (only runs of ASCII spaces to collapse); the rest of the cleaning
+    must see what the full scrub, which every other text takes, would have given."""
+    assume(text.isprintable())
+    scrubbed = _scrubbed(text, adjustments := [])
+    assert adjustments == []
+    assume(scrubbed and not scrubbed.count('"') % 2)
+    assert clean_query(text).text == scrubbed
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\x00\x01", '"', None, 42])

@@ -19,7 +19,7 @@ from storage import (
     SearchSettings,
 )
 from storage._fusion import FusedHit
-from storage._models import RerankReport
+from storage._models import RerankReport, ShardReport
 from storage._pipeline.fuse import fuse_legs, hit_columns, raise_if_failed
 from storage._pipeline.plan import plan_search
 from storage._pipeline.rerank import Ranked, order_by_scores, rerank_text
@@ -65,6 +65,16 @@ def test_the_plan_stage_refuses_rerank_without_a_reranker_and_pages_past_the_can
         _plan(rerank=True, has_reranker=True, rerank_candidates=0)
     assert _plan(rerank=True, has_reranker=True).rerank_candidates == 50
     assert _plan(rerank=False, has_reranker=True).rerank_candidates == 0
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -0.5, "1", None])
+def test_the_plan_stage_refuses_a_weight_that_is_not_a_finite_number_at_least_zero(weight: object) -> None:
+    with pytest.raises(InvalidQuery, match="weights must be finite numbers >= 0"):
+        _plan(weights={"bm25": weight})
+
+
+def test_the_plan_stage_takes_zero_and_integer_weights() -> None:
+    assert _plan(weights={"bm25": 0, "knn": 2}).weights == {"bm25": 0, "knn": 2}
 
 
 def test_fuse_raises_only_when_nothing_can_be_fused() -> None:
@@ -149,3 +159,44 @@ def test_a_legs_scores_are_read_from_its_hits_with_a_missing_score_as_zero() -> 
     assert [scores[0], scores[1], scores[2]] == [2.5, 0.0, 0.0]
     assert scores[1:] == [0.0, 0.0]
     assert list(reversed(scores)) == [0.0, 0.0, 2.5]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0}, "timed_out": False},
+        {"_shards": {"total": 3, "successful": 2, "skipped": 0, "failed": 1}, "timed_out": False},
+        {"_shards": {"total": 2, "successful": 2, "skipped": 0, "failed": 0}, "timed_out": True},
+        {"_shards": {"total": "2", "successful": 2.0, "failed": 0}},
+    ],
+)
+def test_a_shard_report_without_failures_is_built_once_and_reads_as_a_fresh_one(body: dict[str, Any]) -> None:
+    first, again = ShardReport.from_body(body), ShardReport.from_body(body)
+    shards = body["_shards"]
+    fresh = ShardReport(
+        total=int(shards["total"]),
+        successful=int(shards["successful"]),
+        failed=int(shards["failed"]),
+        skipped=int(shards.get("skipped", 0)),
+        timed_out=bool(body.get("timed_out")),
+    )
+    assert first is again
+    assert first == fresh
+    assert first is not None
+    assert first.partial == fresh.partial
+
+
+def test_a_shard_report_with_failures_is_built_each_time() -> None:
+    failing = {
+        "_shards": {
+            "total": 2,
+            "successful": 1,
+            "failed": 1,
+            "failures": [{"reason": {"type": "no_shard_available_action_exception", "reason": "gone"}}],
+        }
+    }
+    first, again = ShardReport.from_body(failing), ShardReport.from_body(failing)
+    assert first == again
+    assert first is not again
+    assert first is not None
+    assert first.failure == "no_shard_available_action_exception: gone"

@@ -17,7 +17,7 @@ from .._backend import Backend
 from .._errors import PartialResults, SearchError
 from .._logging import query_hash
 from .._models import SearchResponse
-from .._tracing import AttrValue, span, tracing
+from .._tracing import AttrValue, decided_once, span
 from .enrich import Enricher, Fetched, page_hits
 from .fuse import fuse_legs, raise_if_failed
 from .plan import Plan, SearchRequest, filter_clauses, plan_search
@@ -41,6 +41,10 @@ class SearchPipeline:
 
     async def run(self, request: SearchRequest) -> SearchResponse:
         self._b.check_open()
+        with decided_once() as recording:  # whether the search's spans record: asked once, read by each
+            return await self._run(request, recording)
+
+    async def _run(self, request: SearchRequest, recording: bool) -> SearchResponse:
         state = SearchState(plan=self.plan(request))
         plan = state.plan
         tiers = [plan] + [
@@ -48,7 +52,7 @@ class SearchPipeline:
             for scope in (request.scopes or ())
         ]
         attrs: dict[str, AttrValue] = {}
-        if tracing():  # the attributes (a query hash among them) only for a span that records
+        if recording:  # the attributes (a query hash among them) only for a span that records
             attrs = {
                 "search.mode": plan.mode,
                 "search.query_hash": query_hash(plan.text),

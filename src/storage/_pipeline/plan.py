@@ -7,6 +7,7 @@ Defaults come from :class:`SearchSettings`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,8 +162,9 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
         if unknown:
             raise InvalidQuery(f"weights for unknown legs: {sorted(unknown)}; legs are bm25 and knn")
         leg_weights.update(r.weights)
-    if any(not (w >= 0) or w == float("inf") for w in leg_weights.values()):
-        raise InvalidQuery("weights must be finite numbers >= 0")
+    for w in leg_weights.values():
+        if not isinstance(w, int | float) or not 0 <= w < math.inf:  # (NaN compares False)
+            raise InvalidQuery("weights must be finite numbers >= 0")
     tenant_id = require_tenant(r.tenant_id, "search", multi_tenant=s.multi_tenant)
     cleaned = clean_query(r.query)
     legs: tuple[Leg, ...] = ("bm25", "knn") if r.mode == "hybrid" else (r.mode,)
