@@ -2,13 +2,16 @@
 does not move with the machine's load (timings on 2 shared vCPUs drift ±15 % between runs minutes apart).
 
     .venv/bin/python bench/instructions.py            # needs valgrind (apt install valgrind)
-    .venv/bin/python bench/instructions.py --searches 100 200
+    .venv/bin/python bench/instructions.py --searches 50 150   # quicker, coarser
 
 Starts a local Elasticsearch unless ES_URL is set, indexes 2,000 SciFact documents, records one query's
 three answers (BM25 leg, kNN leg, fetch), then runs each contender in a child process under
 ``valgrind --tool=callgrind`` answering from the recording (bench/profile_search.py's canned node): once
 with N1 and once with N2 searches. (total(N2) - total(N1)) / (N2 - N1) is the client's own instructions per
 search, start-up and imports cancelled out. Both contenders send the same requests and get the same bytes.
+Start-up itself differs by up to ~20 million instructions between two runs of one program (an empty loop run
+200 and 1,000 times differed by 22.8 M), so the default difference is 500 searches (±40 k per search at
+worst); one code measured 4.20 M with a difference of 100 searches and 4.08 M with 500.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def count(path: Path, who: str, n: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--searches", type=int, nargs=2, default=(50, 150), metavar=("N1", "N2"))
+    parser.add_argument("--searches", type=int, nargs=2, default=(50, 550), metavar=("N1", "N2"))
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--canned", type=Path, default=ROOT / ".cache" / "bench" / "canned-search.json")
     parser.add_argument("--child", nargs=2, metavar=("WHO", "N"), help=argparse.SUPPRESS)
