@@ -26,7 +26,7 @@ class Lookups:
 
 @pytest.fixture
 def lookups(monkeypatch: pytest.MonkeyPatch) -> Lookups:
-    counted = Lookups(trace.get_tracer_provider())
+    counted = Lookups(trace.ProxyTracerProvider())  # no provider set (another test module may have set one)
     monkeypatch.setattr(trace, "get_tracer_provider", counted)
     return counted
 
