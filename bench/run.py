@@ -55,6 +55,11 @@ def subset(data: BeirDataset, n_docs: int, n_queries: int) -> BeirDataset:
     return BeirDataset(data.name, docs, queries, {q: qrels[q] for q in queries})
 
 
+def rotated(names: list[str], turn: int) -> list[str]:
+    """``names`` started at position ``turn`` (mod their number): each name leads once per full cycle."""
+    return names[turn % len(names) :] + names[: turn % len(names)]
+
+
 async def interleaved_timed_calls(
     queries: list[str], calls: dict[str, Callable[[str], Awaitable[Any]]]
 ) -> dict[str, list[float]]:
@@ -64,7 +69,7 @@ async def interleaved_timed_calls(
     names = list(calls)
     out: dict[str, list[float]] = {name: [] for name in names}
     for i, q in enumerate(queries):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
+        for name in rotated(names, i):
             t0 = time.perf_counter()
             await calls[name](q)
             out[name].append((time.perf_counter() - t0) * 1000)
@@ -104,7 +109,7 @@ async def interleaved_throughput(
     slices: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in rotated(names, r):
             slices[name].append(await throughput(contenders[name], queries, concurrency, seconds / rounds))
     return slices
 
@@ -226,7 +231,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         timed = await interleaved_timed_calls(
             lat_queries,
             {
-                "embed_query": lambda q: uncached.embedder.embed_query(q),
+                "embed_query": embed,
                 "bm25": ours_mode(mode="bm25"),
                 "knn": ours_mode(mode="knn"),
                 "hybrid_parallel": ours_mode(mode="hybrid", round_trip="parallel"),

@@ -180,10 +180,7 @@ class ShardReport(BaseModel):
                 shards.get("skipped"),
                 body.get("timed_out"),
             )
-            try:
-                known = _COMMON_REPORTS.get(key)
-            except TypeError:  # a value no JSON peer of ours sends (a list, an object): not kept
-                key = known = None
+            known = _COMMON_REPORTS.get(key)  # (a list or an object here: TypeError, as int() below would)
             if known is not None:
                 return known
         failure = None
