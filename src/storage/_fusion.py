@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 __all__ = [
     "DEFAULT_RRF_K",
@@ -31,6 +31,7 @@ __all__ = [
     "FusedList",
     "FusionMethod",
     "LegHit",
+    "Provenance",
     "fuse",
     "fused_list",
     "rrf",
@@ -64,6 +65,11 @@ class FusedHit:
     leg_scores: Mapping[str, float] = field(default_factory=dict)
 
 
+#: A fused document as a page reads it: (id, fused score, normalised score, leg -> rank, leg -> raw score), the
+#: fields of a :class:`FusedHit` as a plain tuple (a frozen dataclass costs four times as much to build).
+Provenance = tuple[str, float, float, dict[str, int], dict[str, float]]
+
+
 def _validate(legs: Mapping[str, object], weights: Mapping[str, float] | None) -> dict[str, float]:
     w = {leg: 1.0 for leg in legs}
     if weights:
@@ -79,9 +85,28 @@ def _validate(legs: Mapping[str, object], weights: Mapping[str, float] | None) -
 
 #: One leg as the core takes it: its ids and raw scores, best first (parallel sequences).
 LegColumns = tuple[Sequence[str], Sequence[float]]
-#: One leg as the core keeps it: id -> its rank (a duplicate id keeps its first, best, position), and the
-#: leg's score column (the score of rank r is ``scores[r - 1]``).
-_Leg = tuple[dict[str, int], Sequence[float]]
+#: One leg as the core keeps it: ``(index, rank_of, scores)``. ``index`` maps each id to its rank (a duplicate
+#: id keeps its first, best, position) or, when ``rank_of`` is given, to its RRF term ``w / (k + rank)``, which
+#: ``rank_of`` maps back to the rank (the terms strictly decrease with the rank when w > 0, so one dict per leg
+#: serves both the sum and the provenance). The score of rank r is ``scores[r - 1]``.
+_Leg = tuple[dict[str, Any], dict[float, int] | None, Sequence[float]]
+
+
+def _rank(leg: _Leg, doc_id: str) -> int | None:
+    """``doc_id``'s rank in ``leg``; None when the leg did not find it."""
+    index, rank_of, _ = leg
+    value = index.get(doc_id)
+    if value is None or rank_of is None:
+        return value
+    return rank_of[value]
+
+
+def _rank_map(leg: _Leg) -> dict[str, int]:
+    """The leg's whole id -> rank map (what reading the full order needs)."""
+    index, rank_of, _ = leg
+    if rank_of is None:
+        return index
+    return dict(zip(index, map(rank_of.__getitem__, index.values()), strict=True))
 
 
 class FusedList(Sequence[FusedHit]):
@@ -146,6 +171,17 @@ class FusedList(Sequence[FusedHit]):
     def __iter__(self) -> Iterator[FusedHit]:
         return (self._hit(doc_id) for doc_id in self._head(len(self)))
 
+    def top_ids(self, n: int) -> list[str]:
+        """The first ``n`` ids of the order (fewer when the list is shorter)."""
+        return self._head(n)[:n] if n > 0 else []
+
+    def provenances(self, start: int, stop: int) -> list[Provenance]:
+        """Hits ``start`` to ``stop`` of the order (clamped to the list) as provenance tuples: a page."""
+        start, stop = max(start, 0), min(stop, len(self))
+        if start >= stop:
+            return []
+        return [self.provenance(doc_id) for doc_id in self._head(stop)[start:stop]]
+
     def keep(self, wanted: Callable[[str], bool]) -> FusedList:
         """The same fusion with only the ids ``wanted`` accepts (their scores and ranks unchanged)."""
         order = [doc_id for doc_id in self._head(len(self)) if wanted(doc_id)]
@@ -155,22 +191,28 @@ class FusedList(Sequence[FusedHit]):
         """How many documents every leg found (0 with fewer than two legs), before any :meth:`keep`."""
         if len(self._legs) < 2:
             return 0
-        first, *rest = (ranks.keys() for ranks, _ in self._legs.values())
+        first, *rest = (index.keys() for index, _, _ in self._legs.values())
         common = first & rest[0]
         for keys in rest[1:]:
             common &= keys
         return len(common)
 
-    def _hit(self, doc_id: str) -> FusedHit:
+    def provenance(self, doc_id: str) -> Provenance:
+        """One fused document's scores and per-leg provenance (``doc_id`` must be in the list)."""
         score, best = self._scores[doc_id], self._best
         ranks: dict[str, int] = {}
         leg_scores: dict[str, float] = {}
-        for leg, (leg_ranks, scores) in self._legs.items():
-            rank = leg_ranks.get(doc_id)
+        for leg, (index, rank_of, scores) in self._legs.items():
+            rank = index.get(doc_id)
             if rank is not None:
+                if rank_of is not None:
+                    rank = rank_of[rank]
                 ranks[leg], leg_scores[leg] = rank, scores[rank - 1]
         normalized = min(max(score / best, 0.0), 1.0) if best > 0 else 0.0
-        return FusedHit(doc_id, score, normalized, ranks, leg_scores)
+        return doc_id, score, normalized, ranks, leg_scores
+
+    def _hit(self, doc_id: str) -> FusedHit:
+        return FusedHit(*self.provenance(doc_id))
 
 
 def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
@@ -184,17 +226,17 @@ def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
         ranks = dict(zip(ids, range(1, n + 1), strict=True))
         if len(ranks) < n:  # a duplicate id: written again at a later rank
             ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))
-        out[leg] = (ranks, scores)
+        out[leg] = (ranks, None, scores)
     return out
 
 
 def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
     """id -> the sum of its values over the parts, added part by part in order (with two parts, exactly
-    the two terms' sum). The parts are fresh dicts and the first becomes the total: each further part is
-    merged into it at once (C-level), then only the ids in both are added one by one."""
+    the two terms' sum). A copy of the first part becomes the total: each further part is merged into it at
+    once (C-level), then only the ids in both are added one by one."""
     if not parts:
         return {}
-    total = parts[0]
+    total = parts[0].copy()
     for part in parts[1:]:
         both = {doc_id: total[doc_id] for doc_id in part.keys() & total.keys()}
         total.update(part)
@@ -208,29 +250,30 @@ def _ordered(doc_ids: list[str], scored: dict[str, float], legs: dict[str, _Leg]
     rank, then the id. Ties are the rule, not the exception (with equal weights, rank r in one leg ties rank
     r in the other), so this is one stable sort per criterion, least significant first, each keyed by a
     dict lookup (C-level): a third of the time of sorting tuples built per document."""
-    rank_maps = [ranks for ranks, _ in legs.values() if ranks]
+    found = [leg for leg in legs.values() if leg[0]]
     order = sorted(doc_ids)
-    if len(rank_maps) == 1:  # one leg: every document has one, and its rank there is its best
-        order.sort(key=rank_maps[0].__getitem__)
-    elif rank_maps:
-        best, found_in = _tie_breaks(rank_maps, order)
+    if len(found) == 1:  # one leg: every document has one, and its rank there is its best
+        order.sort(key=_rank_map(found[0]).__getitem__)
+    elif found:
+        best, found_in = _tie_breaks(found, order)
         order.sort(key=best.__getitem__)
         order.sort(key=found_in.__getitem__, reverse=True)
     order.sort(key=scored.__getitem__, reverse=True)  # (reverse=True keeps equal keys in their order)
     return order
 
 
-def _tie_breaks(rank_maps: list[dict[str, int]], doc_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
+def _tie_breaks(legs: list[_Leg], doc_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
     """id -> its best (lowest) rank over the legs, and id -> how many legs found it: for ``doc_ids`` alone
     when they are a few (the head of the order: a page's worth), else for every id, dicts merged a leg at a
     time."""
-    if 4 * len(doc_ids) < sum(map(len, rank_maps)):
+    if 4 * len(doc_ids) < sum(len(leg[0]) for leg in legs):
         best: dict[str, int] = {}
         found_in: dict[str, int] = {}
         for doc_id in doc_ids:
-            found = [ranks[doc_id] for ranks in rank_maps if doc_id in ranks]
+            found = [rank for leg in legs if (rank := _rank(leg, doc_id)) is not None]
             best[doc_id], found_in[doc_id] = min(found), len(found)
         return best, found_in
+    rank_maps = [_rank_map(leg) for leg in legs]
     best = rank_maps[0]
     for ranks in rank_maps[1:]:
         merged = {**ranks, **best}
@@ -247,19 +290,34 @@ def _rrf_terms(weight: float, k: int, n: int) -> tuple[float, ...]:
     return tuple(weight / (k + rank) for rank in range(1, n + 1))
 
 
+@functools.lru_cache(maxsize=64)
+def _term_ranks(weight: float, k: int, n: int) -> dict[float, int]:
+    """RRF term -> its rank, for the terms of :func:`_rrf_terms` (fewer entries than ``n`` when some terms
+    are equal: a weight so small that they round together)."""
+    return {term: rank for rank, term in enumerate(_rrf_terms(weight, k, n), start=1)}
+
+
 def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float] | None) -> FusedList:
     if k < 1:
         raise ValueError("k must be >= 1")
     w = _validate(legs, weights)
-    maps = _leg_maps(legs)
+    kept: dict[str, _Leg] = {}
     parts = []
-    for leg, (ranks, scores) in maps.items():
-        terms = _rrf_terms(w[leg], k, len(scores))
-        if len(ranks) == len(terms):  # no duplicate: the map's keys are the ids in rank order
-            parts.append(dict(zip(ranks, terms, strict=True)))
-        else:
-            parts.append({doc_id: terms[rank - 1] for doc_id, rank in ranks.items()})
-    return FusedList(_summed(parts), maps, math.fsum(w[leg] / (k + 1) for leg in legs))
+    for leg, (ids, scores) in legs.items():
+        n = len(ids)
+        if len(scores) != n:
+            raise ValueError(f"leg {leg!r}: {n} ids but {len(scores)} scores")
+        terms = _rrf_terms(w[leg], k, n)
+        index = dict(zip(ids, terms, strict=True))
+        rank_of = _term_ranks(w[leg], k, n)
+        if len(index) == n and len(rank_of) == n:  # no duplicate id, every term names one rank
+            kept[leg] = (index, rank_of, scores)
+            parts.append(index)
+            continue
+        ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))  # a duplicate keeps its first rank
+        kept[leg] = (ranks, None, scores)
+        parts.append({doc_id: terms[rank - 1] for doc_id, rank in ranks.items()})
+    return FusedList(_summed(parts), kept, math.fsum(w[leg] / (k + 1) for leg in legs))
 
 
 def rrf(
@@ -305,7 +363,7 @@ def _score_fusion(
     normalise = {"linear_minmax": _minmax, "linear_zscore": _zscore, "dbsf": _three_sigma}[method]
     parts = []
     best = 0.0
-    for leg, (ranks, scores) in maps.items():
+    for leg, (ranks, _, scores) in maps.items():
         if not ranks:
             continue
         normed = normalise([scores[rank - 1] for rank in ranks.values()])

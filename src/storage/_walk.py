@@ -24,9 +24,9 @@ from ._errors import (
 from ._filters import FilterInput
 from ._fusion import FusionMethod, fused_list
 from ._logging import event, query_hash
-from ._models import SearchHit, SearchMode, SearchPage, ShardReport
+from ._models import SearchMode, SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
-from ._pipeline.enrich import Enricher, highlight_origin
+from ._pipeline.enrich import Enricher, hit_fields
 from ._pipeline.fuse import hit_columns, log_tenant_violation
 from ._pipeline.plan import Plan, QuerySyntax, SearchRequest, plan_search
 from ._pipeline.retrieve import Retriever, server_side
@@ -196,10 +196,7 @@ class Walker:
             weights=plan.weights,
         )
         offset = int(state["o"])
-        chosen = [
-            (f.id, f.score, f.normalized_score, dict(f.ranks), dict(f.leg_scores))
-            for f in fused[offset : offset + page_size]
-        ]
+        chosen = fused.provenances(offset, offset + page_size)
         offset += len(chosen)
         # 2. The BM25 tail, once the head is used up: matches below `depth`, minus the kNN head's ids.
         bm25 = outcomes.get("bm25")
@@ -261,23 +258,10 @@ class Walker:
                     log_tenant_violation(len(wrong))
                     chosen = [c for c in chosen if c not in wrong]
         returned = int(state["n"])
-        hits_out = []
-        for position, (doc_id, score, normalized, ranks, leg_scores) in enumerate(chosen, start=returned + 1):
-            h = docs.get(doc_id, {})
-            highlight = h.get("highlight") or {} if plan.highlight else {}
-            hits_out.append(
-                SearchHit(
-                    id=doc_id,
-                    score=score,
-                    normalized_score=normalized,
-                    ranks=ranks,
-                    leg_scores=leg_scores,
-                    source=h.get("_source") or {},
-                    highlights=highlight,
-                    highlight_source=highlight_origin(highlight, bm25_hit="bm25" in ranks) if plan.highlight else None,
-                    position=position,
-                )
-            )
+        hits_out = [
+            hit_fields(hit, docs.get(hit[0], {}), highlight=plan.highlight, position=position)
+            for position, hit in enumerate(chosen, start=returned + 1)
+        ]
         finished = offset >= len(fused) and (not tail_possible or tail_done)
         next_cursor: str | None = None
         if finished:
@@ -287,15 +271,17 @@ class Walker:
                 {"pit": pit, "o": offset, "t": tail_after, "tr": tail_rank, "td": tail_done, "fp": state["fp"]}
                 | {"p": int(state["p"]) + 1, "n": returned + len(chosen)}
             )
-        page = SearchPage(
-            query=plan.text,
-            mode=plan.mode,
-            hits=hits_out,
-            page=int(state["p"]) + 1,
-            next_cursor=next_cursor,
-            returned=returned + len(chosen),
-            in_tail=in_tail,
-            latency_ms=(time.perf_counter() - started) * 1000,
+        page = SearchPage.model_validate(
+            {
+                "query": plan.text,
+                "mode": plan.mode,
+                "hits": hits_out,
+                "page": int(state["p"]) + 1,
+                "next_cursor": next_cursor,
+                "returned": returned + len(chosen),
+                "in_tail": in_tail,
+                "latency_ms": (time.perf_counter() - started) * 1000,
+            }
         )
         event(
             20,

@@ -115,6 +115,10 @@ def test_the_lazy_fused_list_reads_like_the_materialised_one(
     lazy = fused_list(columns, method=method, k=10)  # type: ignore[arg-type]
     assert len(lazy) == len(full)
     assert lazy[start : start + size] == full[start : start + size]  # the head ordered first, on its own
+    fresh = fused_list(columns, method=method, k=10)  # type: ignore[arg-type]
+    page = fresh.provenances(start, start + size)  # a page read as tuples: FusedHit's fields, in its order
+    assert page == [(h.id, h.score, h.normalized_score, h.ranks, h.leg_scores) for h in full[start : start + size]]
+    assert fresh.top_ids(size) == [h.id for h in full[:size]]
     if start < len(full):
         assert lazy[start] == full[start]
     assert lazy.ids == [h.id for h in full]  # then the rest
@@ -134,7 +138,10 @@ leg_with_duplicates = st.lists(st.tuples(ids, st.sampled_from([0.0, 0.5, 1.0, 2.
     bm25=leg_with_duplicates,
     knn=leg_with_duplicates,
     method=methods,
-    weights=st.fixed_dictionaries({"bm25": st.sampled_from([0.0, 0.5, 1.0]), "knn": st.sampled_from([0.0, 1.0, 2.0])}),
+    # (a weight so small that RRF terms round together: 1e-310 / (k + r) is subnormal, 5e-324 / (k + r) is 0)
+    weights=st.fixed_dictionaries(
+        {"bm25": st.sampled_from([0.0, 5e-324, 0.5, 1.0]), "knn": st.sampled_from([0.0, 1e-310, 1.0, 2.0])}
+    ),
 )
 def test_the_fused_order_is_score_then_legs_then_best_rank_then_id_and_a_duplicate_keeps_its_first_rank(
     bm25: list[tuple[str, float]], knn: list[tuple[str, float]], method: str, weights: dict[str, float]

@@ -18,7 +18,7 @@ from storage import (
     SearchRequest,
     SearchSettings,
 )
-from storage._fusion import FusedHit
+from storage._fusion import fused_list
 from storage._models import RerankReport, ShardReport
 from storage._pipeline.fuse import fuse_legs, hit_columns, raise_if_failed
 from storage._pipeline.plan import plan_search
@@ -101,13 +101,11 @@ def test_fuse_counts_the_overlap_and_drops_other_tenants_by_their_doc_value() ->
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=1, max_size=30))
 def test_rerank_ordering_is_by_descending_score_and_ties_keep_the_fused_order(scores: list[float]) -> None:
-    candidates = [FusedHit(id=f"d{i}", score=1.0 / (i + 1), normalized_score=0.5) for i in range(len(scores))]
+    candidates = [f"d{i}" for i in range(len(scores))]
     ordered = order_by_scores(candidates, scores)
-    assert sorted(h.id for h, _ in ordered) == sorted(h.id for h in candidates)
+    assert sorted(doc_id for doc_id, _ in ordered) == sorted(candidates)
     for (a, sa), (b, sb) in itertools.pairwise(ordered):
-        assert sa is not None
-        assert sb is not None
-        assert sa > sb or (sa == sb and int(a.id[1:]) < int(b.id[1:]))
+        assert sa > sb or (sa == sb and int(a[1:]) < int(b[1:]))
 
 
 def test_the_reranker_reads_title_and_text() -> None:
@@ -122,7 +120,7 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     state = SearchState(plan=plan, outcomes=outcomes)
     fused = fuse_legs(plan, outcomes)
     failed = RerankReport(ok=False, model="m", candidates=1, reason="timeout")
-    res = build_response(plan, state, fused, Ranked(fused=[], report=failed), [])
+    res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=failed), [])
     assert (res.degraded, res.degraded_reason, res.legs_failed, res.ordered_by) == (
         True,
         "rerank_timeout",
@@ -131,24 +129,25 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     )
     outcomes["knn"] = LegOutcome("knn", error=_down())
     fused = fuse_legs(plan, outcomes)
-    res = build_response(plan, state, fused, Ranked(fused=[], report=failed), [])
+    res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=failed), [])
     assert (res.degraded_reason, res.legs_failed) == ("connection_error", ["knn"])
     ok = RerankReport(ok=True, model="m", candidates=1)
-    res = build_response(plan, state, fuse_legs(plan, outcomes), Ranked(fused=[], report=ok), [])
+    fused = fuse_legs(plan, outcomes)
+    res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=ok), [])
     assert res.ordered_by == "rerank"
 
 
 @pytest.mark.parametrize(("offset", "limit"), [(0, 3), (2, 3), (4, 3), (6, 2)])
 def test_a_page_spans_the_reranked_head_then_the_fused_rest(offset: int, limit: int) -> None:
-    fused = [FusedHit(id=f"d{i}", score=1.0 / (i + 1), normalized_score=0.5) for i in range(8)]
-    head = order_by_scores(fused[:5], [0.1, 0.9, 0.5, 0.3, 0.7])  # d1 d4 d2 d3 d0, then d5 d6 d7
-    expected = [h.id for h, _ in head] + ["d5", "d6", "d7"]
+    ids = [f"d{i}" for i in range(8)]
+    fused = fused_list({"bm25": (ids, [8.0 - i for i in range(8)])})
+    head = order_by_scores(ids[:5], [0.1, 0.9, 0.5, 0.3, 0.7])  # d1 d4 d2 d3 d0, then d5 d6 d7
+    expected = [doc_id for doc_id, _ in head] + ["d5", "d6", "d7"]
     page = Ranked(fused=fused, head=head).page(offset, limit)
-    assert [h.id for h, _ in page] == expected[offset : offset + limit]
-    assert [score is None for h, score in page] == [h.id in ("d5", "d6", "d7") for h, _ in page]
-    assert [h.id for h, _ in Ranked(fused=fused).page(offset, limit)] == [f"d{i}" for i in range(8)][
-        offset : offset + limit
-    ]
+    assert [hit[0] for hit, _ in page] == expected[offset : offset + limit]
+    assert [score is None for _, score in page] == [hit[0] in ("d5", "d6", "d7") for hit, _ in page]
+    assert [hit for hit, _ in Ranked(fused=fused).page(offset, limit)] == fused.provenances(offset, offset + limit)
+    assert [hit[0] for hit, _ in Ranked(fused=fused).page(offset, limit)] == ids[offset : offset + limit]
 
 
 def test_a_legs_scores_are_read_from_its_hits_with_a_missing_score_as_zero() -> None:

@@ -11,7 +11,7 @@
       ▼
     rerank.py         optional: the top candidates re-scored, fallback to fusion   → Ranked
       ▼
-    enrich.py         the page's highlights (one follow-up for non-BM25 hits)      → SearchHit list
+    enrich.py         the page's documents and highlights (one fetch)          → hit fields
       ▼
     respond.py        the SearchResponse, the log event, the span (pure)           → SearchResponse
 

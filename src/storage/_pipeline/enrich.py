@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 from .._backend import Backend
 from .._errors_map import timeout_error
-from .._fusion import FusedHit
-from .._models import SearchHit, ShardReport
+from .._fusion import Provenance
+from .._models import SearchHitFields, ShardReport
 from .._queries import fetch_request
 from .._tracing import span
 
-__all__ = ["Enricher", "Fetched", "HighlightSource", "highlight_origin", "page_hits"]
+__all__ = ["Enricher", "Fetched", "HighlightSource", "highlight_origin", "hit_fields", "page_hits"]
 
 HighlightSource = Literal["bm25", "followup", "snippet"]
 
@@ -103,27 +103,41 @@ class Enricher:
         )
 
 
-def page_hits(page: Sequence[tuple[FusedHit, float | None]], fetched: Fetched, *, highlight: bool) -> list[SearchHit]:
-    """The page's :class:`SearchHit` objects from the fused (and maybe reranked) hits and what the fetch
-    found; a hit the fetch did not return is dropped. Pure."""
-    out = []
-    for f, rerank_score in page:
-        doc = fetched.hits.get(f.id)
-        if doc is None:
-            continue
-        highlights: dict[str, list[str]] = doc.get("highlight") or {} if highlight else {}
-        out.append(
-            SearchHit(
-                id=f.id,
-                score=f.score if rerank_score is None else rerank_score,
-                normalized_score=f.normalized_score,
-                fused_score=f.score,
-                rerank_score=rerank_score,
-                ranks=dict(f.ranks),
-                leg_scores=dict(f.leg_scores),
-                source=doc.get("_source") or {},
-                highlights=highlights,
-                highlight_source=highlight_origin(highlights, bm25_hit="bm25" in f.ranks) if highlight else None,
-            )
-        )
-    return out
+def hit_fields(
+    hit: Provenance,
+    doc: Mapping[str, Any],
+    *,
+    highlight: bool,
+    rerank_score: float | None = None,
+    position: int | None = None,
+) -> SearchHitFields:
+    """One shown hit's fields: its fusion provenance, its document and highlights as the fetch returned them
+    (``doc``), and its rerank score when it was reranked. Pure."""
+    doc_id, fused_score, normalized, ranks, leg_scores = hit
+    highlights: dict[str, list[str]] = doc.get("highlight") or {} if highlight else {}
+    return {
+        "id": doc_id,
+        "score": fused_score if rerank_score is None else rerank_score,
+        "normalized_score": normalized,
+        "fused_score": fused_score,
+        "rerank_score": rerank_score,
+        "ranks": ranks,
+        "leg_scores": leg_scores,
+        "source": doc.get("_source") or {},
+        "highlights": highlights,
+        "highlight_source": highlight_origin(highlights, bm25_hit="bm25" in ranks) if highlight else None,
+        "position": position,
+    }
+
+
+def page_hits(
+    page: Sequence[tuple[Provenance, float | None]], fetched: Fetched, *, highlight: bool
+) -> list[SearchHitFields]:
+    """The page's hits from the fused (and maybe reranked) provenance and what the fetch found; a hit the
+    fetch did not return is dropped. Pure."""
+    docs = fetched.hits
+    return [
+        hit_fields(hit, doc, highlight=highlight, rerank_score=rerank_score)
+        for hit, rerank_score in page
+        if (doc := docs.get(hit[0])) is not None
+    ]

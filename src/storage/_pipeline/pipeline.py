@@ -85,11 +85,11 @@ class SearchPipeline:
         # (the page is among them); else the page. One request either way.
         fetched = Fetched()
         if plan.rerank and fused.hits:
-            fetched = await self._fetch(plan, [h.id for h in fused.hits[: plan.rerank_candidates]])
+            fetched = await self._fetch(plan, fused.hits.top_ids(plan.rerank_candidates))
         ranked = await self.reranker.run(plan, fused.hits, fetched.sources)
         page = ranked.page(plan.offset, plan.limit)
         if not plan.rerank:
-            fetched = await self._fetch(plan, [f.id for f, _ in page])
+            fetched = await self._fetch(plan, [hit[0] for hit, _ in page])
         state.fetched = fetched
         if fetched.partial and plan.strict and fetched.shards is not None:
             raise PartialResults(

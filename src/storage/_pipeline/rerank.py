@@ -20,7 +20,7 @@ from typing import Any
 from .._backend import Backend
 from .._errors import SearchError
 from .._errors_map import timeout_error
-from .._fusion import FusedHit
+from .._fusion import FusedList, Provenance
 from .._logging import event, query_hash
 from .._models import RerankReport
 from .plan import Plan
@@ -30,11 +30,11 @@ __all__ = ["Ranked", "RerankStage", "order_by_scores", "rerank_text"]
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """The list to page through: the reranked candidates (``head``, with their rerank scores, best first),
-    then the rest of the fused list in fused order (all of it when nothing was reranked)."""
+    """The list to page through: the reranked candidates (``head``: ids with their rerank scores, best
+    first), then the rest of the fused list in fused order (all of it when nothing was reranked)."""
 
-    fused: Sequence[FusedHit]
-    head: list[tuple[FusedHit, float | None]] = field(default_factory=list)
+    fused: FusedList
+    head: list[tuple[str, float]] = field(default_factory=list)
     report: RerankReport | None = None
     error: SearchError | None = None
 
@@ -42,14 +42,16 @@ class Ranked:
     def reranked(self) -> bool:
         return self.report is not None and self.report.ok
 
-    def page(self, offset: int, limit: int) -> list[tuple[FusedHit, float | None]]:
-        """Hits ``offset`` to ``offset + limit`` (rerank score None for hits not reranked); only these are
-        built."""
-        out = self.head[offset : offset + limit]
+    def page(self, offset: int, limit: int) -> list[tuple[Provenance, float | None]]:
+        """Hits ``offset`` to ``offset + limit`` with their rerank scores (None for hits not reranked); only
+        these hits' provenance is read."""
+        out: list[tuple[Provenance, float | None]] = [
+            (self.fused.provenance(doc_id), score) for doc_id, score in self.head[offset : offset + limit]
+        ]
         wanted = limit - len(out)
         if wanted > 0:
             start = max(offset - len(self.head), 0) + len(self.head)
-            out += [(h, None) for h in self.fused[start : start + wanted]]
+            out += [(p, None) for p in self.fused.provenances(start, start + wanted)]
         return out
 
 
@@ -59,13 +61,13 @@ def rerank_text(source: Mapping[str, Any]) -> str:
     return f"{title}\n{text}" if title and text else title or text
 
 
-def order_by_scores(candidates: Sequence[FusedHit], scores: Sequence[float]) -> list[tuple[FusedHit, float | None]]:
-    """Candidates by descending rerank score; equal scores keep their fused order. Pure."""
+def order_by_scores(candidates: Sequence[str], scores: Sequence[float]) -> list[tuple[str, float]]:
+    """Candidate ids by descending rerank score; equal scores keep their fused order. Pure."""
     order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
     return [(candidates[i], scores[i]) for i in order]
 
 
-def unranked(hits: Sequence[FusedHit]) -> Ranked:
+def unranked(hits: FusedList) -> Ranked:
     return Ranked(fused=hits)
 
 
@@ -73,18 +75,18 @@ class RerankStage:
     def __init__(self, backend: Backend) -> None:
         self._b = backend
 
-    async def run(self, plan: Plan, fused: Sequence[FusedHit], sources: Mapping[str, Mapping[str, Any]]) -> Ranked:
+    async def run(self, plan: Plan, fused: FusedList, sources: Mapping[str, Mapping[str, Any]]) -> Ranked:
         if not plan.rerank or not fused:
             return unranked(fused)
         reranker = self._b.reranker
         assert reranker is not None  # the plan stage refuses rerank without one
-        candidates = list(fused[: plan.rerank_candidates])
+        candidates = fused.top_ids(plan.rerank_candidates)
         budget = self._b.settings.rerank_timeout_s
         started = time.perf_counter()
         try:
             async with asyncio.timeout(budget):
                 scores = await self._b.rerank(
-                    plan.text, [rerank_text(sources.get(h.id, {})) for h in candidates], budget_s=budget
+                    plan.text, [rerank_text(sources.get(doc_id, {})) for doc_id in candidates], budget_s=budget
                 )
         except (TimeoutError, SearchError) as exc:
             error = timeout_error("rerank", "reranker", budget) if isinstance(exc, TimeoutError) else exc

@@ -10,28 +10,30 @@ from typing import Any
 
 from .._errors import SearchError
 from .._logging import event, get_correlation_id, query_hash, wanted
-from .._models import LegReport, SearchHit, SearchResponse
+from .._models import SearchHitFields, SearchResponse
 from .._tracing import SpanLike
 from .fuse import Fused
 from .plan import Plan
 from .rerank import Ranked
 from .state import LegOutcome, SearchState
 
-__all__ = ["build_response", "leg_report", "log_search", "mark_span"]
+__all__ = ["build_response", "leg_fields", "log_search", "mark_span"]
 
 
-def leg_report(o: LegOutcome) -> LegReport:
-    return LegReport(
-        leg=o.leg,
-        ok=o.error is None,
-        hits=len(o.hits),
-        latency_ms=round(o.latency_ms, 3),
-        took_ms=o.took_ms,
-        embed_ms=round(o.embed_ms, 3) if o.embed_ms is not None else None,
-        reason=o.error.reason if o.error else None,
-        error=f"{type(o.error).__name__}: {o.error}" if o.error else None,
-        shards=o.shards if o.error is None else None,
-    )
+def leg_fields(o: LegOutcome) -> dict[str, Any]:
+    """A :class:`~storage.LegReport`'s fields (validated with the response that holds them)."""
+    error = o.error
+    return {
+        "leg": o.leg,
+        "ok": error is None,
+        "hits": len(o.hits),
+        "latency_ms": round(o.latency_ms, 3),
+        "took_ms": o.took_ms,
+        "embed_ms": round(o.embed_ms, 3) if o.embed_ms is not None else None,
+        "reason": error.reason if error else None,
+        "error": f"{type(error).__name__}: {error}" if error else None,
+        "shards": o.shards if error is None else None,
+    }
 
 
 def build_response(
@@ -39,8 +41,9 @@ def build_response(
     state: SearchState,
     fused: Fused,
     ranked: Ranked,
-    hits: list[SearchHit],
+    hits: list[SearchHitFields],
 ) -> SearchResponse:
+    """The response, validated once: the hits and the leg reports go in as fields, not as models."""
     fetched = state.fetched
     partial_legs = sorted(leg for leg, o in state.outcomes.items() if o.partial)
     if fetched.partial:
@@ -51,36 +54,38 @@ def build_response(
     reason = first_error.reason if first_error else None
     if reason is None and report is not None and not report.ok:
         reason = f"rerank_{report.reason}"
-    return SearchResponse(
-        query=plan.text,
-        mode=plan.mode,
-        hits=hits,
-        total_fused=len(fused.hits),
-        offset=plan.offset,
-        limit=plan.limit,
-        legs={leg: leg_report(o) for leg, o in state.outcomes.items()},
-        overlap=fused.overlap,
-        fusion={
-            "method": plan.method,
-            "k": plan.k,
-            "weights": dict(plan.weights),
-            "window": plan.window,
-            "num_candidates": plan.candidates,
-        },
-        degraded=bool(fused.failed) or rerank_failed,
-        legs_failed=sorted(fused.failed),
-        degraded_reason=reason,
-        query_adjustments=plan.adjustments,
-        recovery=list(state.recovery),
-        round_trip=plan.round_trip,
-        highlights_complete=not (plan.highlight and fetched.partial),
-        partial=bool(partial_legs),
-        partial_legs=partial_legs,
-        fetch_ms=round(fetched.latency_ms, 3) if fetched.shards is not None else None,
-        ordered_by="rerank" if ranked.reranked else "fusion",
-        rerank=ranked.report,
-        latency_ms=state.elapsed_s() * 1000,
-        correlation_id=get_correlation_id(),
+    return SearchResponse.model_validate(
+        {
+            "query": plan.text,
+            "mode": plan.mode,
+            "hits": hits,
+            "total_fused": len(fused.hits),
+            "offset": plan.offset,
+            "limit": plan.limit,
+            "legs": {leg: leg_fields(o) for leg, o in state.outcomes.items()},
+            "overlap": fused.overlap,
+            "fusion": {
+                "method": plan.method,
+                "k": plan.k,
+                "weights": dict(plan.weights),
+                "window": plan.window,
+                "num_candidates": plan.candidates,
+            },
+            "degraded": bool(fused.failed) or rerank_failed,
+            "legs_failed": sorted(fused.failed),
+            "degraded_reason": reason,
+            "query_adjustments": plan.adjustments,
+            "recovery": list(state.recovery),
+            "round_trip": plan.round_trip,
+            "highlights_complete": not (plan.highlight and fetched.partial),
+            "partial": bool(partial_legs),
+            "partial_legs": partial_legs,
+            "fetch_ms": round(fetched.latency_ms, 3) if fetched.shards is not None else None,
+            "ordered_by": "rerank" if ranked.reranked else "fusion",
+            "rerank": ranked.report,
+            "latency_ms": state.elapsed_s() * 1000,
+            "correlation_id": get_correlation_id(),
+        }
     )
 
 
