@@ -114,8 +114,9 @@ class FusedList(Sequence[FusedHit]):
     far as it is read.
 
     A search fuses two windows (up to 2 × 10,000 hits) and shows ten: building every hit object (and every
-    hit's provenance) was most of the fusion's time, so each leg's rank map and score column are kept and
-    a hit's provenance is read from them when the hit is. Ordering every document by the full tie-break
+    hit's provenance) was most of the fusion's time, so each leg's index (id -> rank, or id -> RRF term; see
+    ``_Leg``) and score column are kept and a hit's provenance is read from them when the hit is (as a
+    :data:`Provenance` tuple by a page, :meth:`provenances`). Ordering every document by the full tie-break
     was most of what remained, so reading the first ``n`` orders only the documents scoring at least the
     ``n``-th best score (every other document comes after them in the full order); reading further orders
     the rest. ``len()`` is the number of fused documents; indexing and slicing return :class:`FusedHit`
