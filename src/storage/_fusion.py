@@ -216,18 +216,30 @@ class FusedList(Sequence[FusedHit]):
         return FusedHit(*self.provenance(doc_id))
 
 
+def _length(leg: str, ids: Sequence[str], scores: Sequence[float]) -> int:
+    """The leg's length; its two columns must be as long as each other."""
+    n = len(ids)
+    if len(scores) != n:
+        raise ValueError(f"leg {leg!r}: {n} ids but {len(scores)} scores")
+    return n
+
+
+def _column_ranks(ids: Sequence[str]) -> dict[str, int]:
+    """id -> rank, a duplicate id keeping its first (best) rank (then the map is built over the reversed
+    column, so the first occurrence is written last and wins)."""
+    n = len(ids)
+    ranks = dict(zip(ids, range(1, n + 1), strict=True))
+    if len(ranks) < n:  # a duplicate id: written again at a later rank
+        ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))
+    return ranks
+
+
 def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
-    """Each leg's id -> rank, a duplicate id keeping its first (best) rank (then the map is built over the
-    reversed column, so the first occurrence is written last and wins)."""
+    """Each leg kept with its id -> rank map (:func:`_column_ranks`)."""
     out: dict[str, _Leg] = {}
     for leg, (ids, scores) in legs.items():
-        n = len(ids)
-        if len(scores) != n:
-            raise ValueError(f"leg {leg!r}: {n} ids but {len(scores)} scores")
-        ranks = dict(zip(ids, range(1, n + 1), strict=True))
-        if len(ranks) < n:  # a duplicate id: written again at a later rank
-            ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))
-        out[leg] = (ranks, None, scores)
+        _length(leg, ids, scores)
+        out[leg] = (_column_ranks(ids), None, scores)
     return out
 
 
@@ -305,9 +317,7 @@ def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float]
     kept: dict[str, _Leg] = {}
     parts = []
     for leg, (ids, scores) in legs.items():
-        n = len(ids)
-        if len(scores) != n:
-            raise ValueError(f"leg {leg!r}: {n} ids but {len(scores)} scores")
+        n = _length(leg, ids, scores)
         terms = _rrf_terms(w[leg], k, n)
         index = dict(zip(ids, terms, strict=True))
         rank_of = _term_ranks(w[leg], k, n)
@@ -315,7 +325,7 @@ def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float]
             kept[leg] = (index, rank_of, scores)
             parts.append(index)
             continue
-        ranks = dict(zip(reversed(ids), range(n, 0, -1), strict=True))  # a duplicate keeps its first rank
+        ranks = _column_ranks(ids)
         kept[leg] = (ranks, None, scores)
         parts.append({doc_id: terms[rank - 1] for doc_id, rank in ranks.items()})
     return FusedList(_summed(parts), kept, math.fsum(w[leg] / (k + 1) for leg in legs))
