@@ -92,15 +92,6 @@ LegColumns = tuple[Sequence[str], Sequence[float]]
 _Leg = tuple[dict[str, Any], dict[float, int] | None, Sequence[float]]
 
 
-def _rank(leg: _Leg, doc_id: str) -> int | None:
-    """``doc_id``'s rank in ``leg``; None when the leg did not find it."""
-    index, rank_of, _ = leg
-    value = index.get(doc_id)
-    if value is None or rank_of is None:
-        return value
-    return rank_of[value]
-
-
 def _rank_map(leg: _Leg) -> dict[str, int]:
     """The leg's whole id -> rank map (what reading the full order needs)."""
     index, rank_of, _ = leg
@@ -123,12 +114,18 @@ class FusedList(Sequence[FusedHit]):
     objects (slices as lists); ``ids`` is the whole order.
     """
 
-    __slots__ = ("_best", "_complete", "_legs", "_order", "_scores")
+    __slots__ = ("_best", "_complete", "_legs", "_order", "_overlap", "_scores")
 
     def __init__(
-        self, scores: dict[str, float], legs: dict[str, _Leg], best: float, order: list[str] | None = None
+        self,
+        scores: dict[str, float],
+        legs: dict[str, _Leg],
+        best: float,
+        order: list[str] | None = None,
+        *,
+        overlap: int,
     ) -> None:
-        self._scores, self._legs, self._best = scores, legs, best
+        self._scores, self._legs, self._best, self._overlap = scores, legs, best, overlap
         #: A prefix of the fused order; all of it once ``_complete`` (always, when ``order`` is given).
         self._order: list[str] = order if order is not None else []
         self._complete = order is not None or not scores
@@ -137,12 +134,15 @@ class FusedList(Sequence[FusedHit]):
         """The order's first ``n`` ids or more (a prefix ordered so far may be longer; never shorter)."""
         if self._complete or n <= len(self._order):
             return self._order
-        if n >= len(self._scores):
-            self._order, self._complete = _ordered(list(self._scores), self._scores, self._legs), True
-        else:
-            threshold = sorted(self._scores.values(), reverse=True)[n - 1]
-            top = [doc_id for doc_id, score in self._scores.items() if score >= threshold]
-            self._order = _ordered(top, self._scores, self._legs)
+        scores = self._scores
+        if n >= len(scores):
+            self._order, self._complete = _ordered(list(scores), scores, self._legs), True
+            return self._order
+        by_score = sorted(scores, key=scores.__getitem__, reverse=True)
+        threshold, end = scores[by_score[n - 1]], n
+        while end < len(by_score) and scores[by_score[end]] == threshold:  # ties with the n-th take part
+            end += 1
+        self._order = _ordered(by_score[:end], scores, self._legs)
         return self._order
 
     @property
@@ -181,36 +181,40 @@ class FusedList(Sequence[FusedHit]):
         start, stop = max(start, 0), min(stop, len(self))
         if start >= stop:
             return []
-        return [self.provenance(doc_id) for doc_id in self._head(stop)[start:stop]]
+        return self.provenances_of(self._head(stop)[start:stop])
+
+    def provenances_of(self, doc_ids: Sequence[str]) -> list[Provenance]:
+        """Fused documents' scores and per-leg provenance (every id must be in the list), in one pass."""
+        fused, best, legs = self._scores, self._best, self._legs.items()
+        out: list[Provenance] = []
+        for doc_id in doc_ids:
+            ranks: dict[str, int] = {}
+            leg_scores: dict[str, float] = {}
+            for leg, (index, rank_of, scores) in legs:
+                rank = index.get(doc_id)
+                if rank is not None:
+                    if rank_of is not None:
+                        rank = rank_of[rank]
+                    ranks[leg], leg_scores[leg] = rank, scores[rank - 1]
+            score = fused[doc_id]
+            normalized = score / best if best > 0 else 0.0
+            normalized = 0.0 if normalized < 0.0 else 1.0 if normalized > 1.0 else normalized
+            out.append((doc_id, score, normalized, ranks, leg_scores))
+        return out
 
     def keep(self, wanted: Callable[[str], bool]) -> FusedList:
         """The same fusion with only the ids ``wanted`` accepts (their scores and ranks unchanged)."""
         order = [doc_id for doc_id in self._head(len(self)) if wanted(doc_id)]
-        return FusedList(self._scores, self._legs, self._best, order)
+        return FusedList(self._scores, self._legs, self._best, order, overlap=self._overlap)
 
     def overlap(self) -> int:
-        """How many documents every leg found (0 with fewer than two legs), before any :meth:`keep`."""
-        if len(self._legs) < 2:
-            return 0
-        first, *rest = (index.keys() for index, _, _ in self._legs.values())
-        common = first & rest[0]
-        for keys in rest[1:]:
-            common &= keys
-        return len(common)
+        """How many documents every leg found (0 with fewer than two legs), before any :meth:`keep` (the
+        fusion counts them while it sums)."""
+        return self._overlap
 
     def provenance(self, doc_id: str) -> Provenance:
         """One fused document's scores and per-leg provenance (``doc_id`` must be in the list)."""
-        score, best = self._scores[doc_id], self._best
-        ranks: dict[str, int] = {}
-        leg_scores: dict[str, float] = {}
-        for leg, (index, rank_of, scores) in self._legs.items():
-            rank = index.get(doc_id)
-            if rank is not None:
-                if rank_of is not None:
-                    rank = rank_of[rank]
-                ranks[leg], leg_scores[leg] = rank, scores[rank - 1]
-        normalized = min(max(score / best, 0.0), 1.0) if best > 0 else 0.0
-        return doc_id, score, normalized, ranks, leg_scores
+        return self.provenances_of((doc_id,))[0]
 
     def _hit(self, doc_id: str) -> FusedHit:
         return FusedHit(*self.provenance(doc_id))
@@ -243,49 +247,66 @@ def _leg_maps(legs: Mapping[str, LegColumns]) -> dict[str, _Leg]:
     return out
 
 
-def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
-    """id -> the sum of its values over the parts, added part by part in order (with two parts, exactly
-    the two terms' sum). A copy of the first part becomes the total: each further part is merged into it at
-    once (C-level), then only the ids in both are added one by one."""
+def _summed(parts: list[dict[str, float]]) -> tuple[dict[str, float], int]:
+    """id -> the sum of its values over the parts, added part by part in order (with two parts, exactly the
+    two terms' sum), and how many ids every part has. Each further part is merged into the total at once
+    (C-level), then only the ids in both are added one by one."""
     if not parts:
-        return {}
-    total = parts[0].copy()
+        return {}, 0
+    total = dict(parts[0])
+    common: set[str] | None = None
     for part in parts[1:]:
-        both = {doc_id: total[doc_id] for doc_id in part.keys() & total.keys()}
-        total.update(part)
-        for doc_id, before in both.items():
-            total[doc_id] = before + part[doc_id]
-    return total
+        both = total.keys() & part.keys()
+        merged = total | part
+        for doc_id in both:
+            merged[doc_id] = total[doc_id] + part[doc_id]
+        total = merged
+        common = both if common is None else common.intersection(part)
+    return total, len(common) if common is not None else 0
 
 
 def _ordered(doc_ids: list[str], scored: dict[str, float], legs: dict[str, _Leg]) -> list[str]:
     """``doc_ids`` in the fused order: higher score first; a tie is broken by more legs, then the better best
-    rank, then the id. Ties are the rule, not the exception (with equal weights, rank r in one leg ties rank
-    r in the other), so this is one stable sort per criterion, least significant first, each keyed by a
-    dict lookup (C-level): a third of the time of sorting tuples built per document."""
+    rank, then the id. A few ids (the head of the order: a page's worth) are sorted by one key tuple each
+    (:func:`_head_keys`). Many are sorted once per criterion, least significant first, each keyed by a dict
+    lookup (C-level): ties are the rule, not the exception (with equal weights, rank r in one leg ties rank r
+    in the other), and this takes a third of the time of sorting a tuple built per document."""
     found = [leg for leg in legs.values() if leg[0]]
+    if 4 * len(doc_ids) < sum(len(leg[0]) for leg in found):
+        return sorted(doc_ids, key=_head_keys(doc_ids, scored, found).__getitem__)
     order = sorted(doc_ids)
     if len(found) == 1:  # one leg: every document has one, and its rank there is its best
         order.sort(key=_rank_map(found[0]).__getitem__)
     elif found:
-        best, found_in = _tie_breaks(found, order)
+        best, found_in = _tie_breaks(found)
         order.sort(key=best.__getitem__)
         order.sort(key=found_in.__getitem__, reverse=True)
     order.sort(key=scored.__getitem__, reverse=True)  # (reverse=True keeps equal keys in their order)
     return order
 
 
-def _tie_breaks(legs: list[_Leg], doc_ids: list[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """id -> its best (lowest) rank over the legs, and id -> how many legs found it: for ``doc_ids`` alone
-    when they are a few (the head of the order: a page's worth), else for every id, dicts merged a leg at a
-    time."""
-    if 4 * len(doc_ids) < sum(len(leg[0]) for leg in legs):
-        best: dict[str, int] = {}
-        found_in: dict[str, int] = {}
-        for doc_id in doc_ids:
-            found = [rank for leg in legs if (rank := _rank(leg, doc_id)) is not None]
-            best[doc_id], found_in[doc_id] = min(found), len(found)
-        return best, found_in
+def _head_keys(
+    doc_ids: list[str], scored: dict[str, float], legs: list[_Leg]
+) -> dict[str, tuple[float, int, int, str]]:
+    """id -> its sort key in the fused order: (-score, -legs that found it, best rank, id)."""
+    keys: dict[str, tuple[float, int, int, str]] = {}
+    for doc_id in doc_ids:
+        found_in = best = 0
+        for index, rank_of, _ in legs:
+            rank = index.get(doc_id)
+            if rank is not None:
+                if rank_of is not None:
+                    rank = rank_of[rank]
+                if not found_in or rank < best:
+                    best = rank
+                found_in += 1
+        keys[doc_id] = (-scored[doc_id], -found_in, best, doc_id)
+    return keys
+
+
+def _tie_breaks(legs: list[_Leg]) -> tuple[dict[str, int], dict[str, int]]:
+    """id -> its best (lowest) rank over the legs, and id -> how many legs found it, for every id: dicts
+    merged a leg at a time."""
     rank_maps = [_rank_map(leg) for leg in legs]
     best = rank_maps[0]
     for ranks in rank_maps[1:]:
@@ -328,7 +349,8 @@ def _rrf(legs: Mapping[str, LegColumns], *, k: int, weights: Mapping[str, float]
         ranks = _column_ranks(ids)
         kept[leg] = (ranks, None, scores)
         parts.append({doc_id: terms[rank - 1] for doc_id, rank in ranks.items()})
-    return FusedList(_summed(parts), kept, math.fsum(w[leg] / (k + 1) for leg in legs))
+    fused, common = _summed(parts)
+    return FusedList(fused, kept, math.fsum(w[leg] / (k + 1) for leg in legs), overlap=common)
 
 
 def rrf(
@@ -381,7 +403,8 @@ def _score_fusion(
         weight = w[leg]
         parts.append(dict(zip(ranks, [weight * value for value in normed], strict=True)))
         best += weight * max(normed)
-    return FusedList(_summed(parts), maps, best)
+    fused, common = _summed(parts)  # (an empty leg has no part: then no document is in every leg)
+    return FusedList(fused, maps, best, overlap=common if len(parts) == len(maps) else 0)
 
 
 def fused_list(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from .._errors import ConfigurationError, InvalidQuery
-from .._filters import FilterInput, Term, parse_filters, to_es_filters
+from .._filters import Filter, FilterInput, Term, parse_filters, to_es_filters
 from .._fusion import FusionMethod
 from .._models import Leg, SearchMode
 from .._queries import BM25_FIELDS
@@ -113,10 +113,15 @@ def require_tenant(tenant_id: str | None, what: str, *, multi_tenant: bool) -> s
 
 def filter_clauses(filters: FilterInput, tenant_id: str | None) -> list[dict[str, Any]]:
     """The caller's filters (and the tenant) as Elasticsearch clauses, identical for both legs."""
+    return to_es_filters(_with_tenant(filters, tenant_id))
+
+
+def _with_tenant(filters: FilterInput, tenant_id: str | None) -> list[Filter]:
+    """The caller's filters, validated, and the tenant's term."""
     parsed = parse_filters(filters)
     if tenant_id is not None:
         parsed.append(Term("tenant_id", tenant_id))
-    return to_es_filters(parsed)
+    return parsed
 
 
 def valid_target(index: str) -> str:
@@ -168,7 +173,8 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
     tenant_id = require_tenant(r.tenant_id, "search", multi_tenant=s.multi_tenant)
     cleaned = clean_query(r.query)
     legs: tuple[Leg, ...] = ("bm25", "knn") if r.mode == "hybrid" else (r.mode,)
-    clauses = filter_clauses(r.filters, tenant_id)
+    parsed_filters = _with_tenant(r.filters, tenant_id)
+    clauses = to_es_filters(parsed_filters)
     embed_text, bm25_clause, syntax_clauses = cleaned.text, None, []
     if r.syntax == "boolean":
         parsed = parse_query(cleaned.text, fields=BM25_FIELDS)
@@ -197,9 +203,7 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
         original_length=cleaned.original_length,
         embed_text=embed_text,
         bm25_clause=bm25_clause,
-        filter_fields=tuple(
-            sorted({f.field for f in parse_filters(r.filters)} | ({"tenant_id"} if tenant_id else set()))
-        ),
+        filter_fields=tuple(sorted({f.field for f in parsed_filters})) if parsed_filters else (),
         tenant_id=tenant_id,
         syntax_clauses=syntax_clauses,
         recover=r.recover,

@@ -45,8 +45,10 @@ class Ranked:
     def page(self, offset: int, limit: int) -> list[tuple[Provenance, float | None]]:
         """Hits ``offset`` to ``offset + limit`` with their rerank scores (None for hits not reranked); only
         these hits' provenance is read."""
+        head = self.head[offset : offset + limit]
+        provenances = self.fused.provenances_of([doc_id for doc_id, _ in head])
         out: list[tuple[Provenance, float | None]] = [
-            (self.fused.provenance(doc_id), score) for doc_id, score in self.head[offset : offset + limit]
+            (p, score) for p, (_, score) in zip(provenances, head, strict=True)
         ]
         wanted = limit - len(out)
         if wanted > 0:
