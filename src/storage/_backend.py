@@ -21,11 +21,25 @@ from ._errors import ClientClosed, ConfigurationError, ProviderDependency, Searc
 from ._errors_map import map_es_error, map_provider_error
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
-from ._tracing import AttrValue, span
+from ._tracing import AttrValue, span, tracing
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "without_request_spans"]
 
 T = TypeVar("T")
+
+
+def without_request_spans(es: AsyncElasticsearch) -> AsyncElasticsearch:
+    """``es`` with elasticsearch-py's per-request OpenTelemetry span turned off. Its only switch is an
+    environment variable read when a client is made (a process-wide setting, not ours to change), so the
+    client's instrumentation object is replaced by a disabled one; an elasticsearch-py without it is left as
+    it is (tests/unit/test_tracing_checks.py fails if that object moves)."""
+    try:
+        from elasticsearch._otel import OpenTelemetry
+    except ImportError:  # pragma: no cover - an elasticsearch-py without its OpenTelemetry module
+        return es
+    if isinstance(getattr(es, "_otel", None), OpenTelemetry):
+        es._otel = OpenTelemetry(enabled=False)
+    return es
 
 
 class Backend:
@@ -75,12 +89,23 @@ class Backend:
             raise ClientClosed("the SearchClient is closed")
 
     @functools.cached_property
+    def _leg_clients(self) -> tuple[AsyncElasticsearch, AsyncElasticsearch]:
+        """The legs' and the fetch's client, made once (``options()`` builds a whole client, forty namespaced
+        sub-clients, per call: 0.7 ms per request when done per leg), twice: as is, and without
+        elasticsearch-py's own request span. Their request timeout is the leg budget, but never above
+        ``request_timeout_s``: the transport must time out before the attempt timeout (``request_timeout_s``
+        + 0.5 s) cancels it, so that it marks the node dead and fails over."""
+        timeout = min(self.settings.leg_timeout_s, self.settings.request_timeout_s)
+        return self.es.options(request_timeout=timeout), without_request_spans(self.es.options(request_timeout=timeout))
+
+    @property
     def leg_es(self) -> AsyncElasticsearch:
-        """The client for the legs and the fetch, made once (``options()`` builds a whole client, forty
-        namespaced sub-clients, per call: 0.7 ms per request when done per leg). Its request timeout is the
-        leg budget, but never above ``request_timeout_s``: the transport must time out before the attempt
-        timeout (``request_timeout_s`` + 0.5 s) cancels it, so that it marks the node dead and fails over."""
-        return self.es.options(request_timeout=min(self.settings.leg_timeout_s, self.settings.request_timeout_s))
+        """The client for a search's requests (legs, fetch, deep paging). elasticsearch-py opens an
+        OpenTelemetry span per request whenever the API is importable, a tracer provider set or not (about
+        6 µs each, three per search, for a span that records nothing): the search's requests open it only
+        when one is set (:func:`~storage._tracing.tracing`), so that they still nest under the legs then."""
+        traced, quiet = self._leg_clients
+        return traced if tracing() else quiet
 
     # -- Elasticsearch ---------------------------------------------------------------------------------
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
+from elasticsearch import AsyncElasticsearch
 from opentelemetry import trace
 
+from storage import SearchSettings
+from storage._backend import Backend
 from storage._tracing import decided_once, span, tracing
 
 
@@ -53,3 +57,26 @@ def test_a_provider_set_while_an_operation_runs_counts_from_the_next_check_outsi
     assert asyncio.run(search()) == (False, False)
     assert tracing() is True
     assert lookups.calls == 2
+
+
+def test_a_search_s_requests_open_elasticsearch_py_s_own_span_only_when_a_provider_is_set(lookups: Lookups) -> None:
+    """elasticsearch-py opens a span per request whenever the OpenTelemetry API is importable; with no
+    provider set the search's requests go through a client that does not (the integration test
+    test_observability checks that they nest under the legs when one is)."""
+
+    async def clients() -> tuple[bool, bool, bool]:
+        es = AsyncElasticsearch("http://127.0.0.1:9")
+        backend = Backend(es, cast(Any, None), SearchSettings(url="http://127.0.0.1:9"))
+        try:
+            with decided_once():
+                quiet = backend.leg_es._otel.enabled
+            lookups.provider = object()  # a provider set
+            with decided_once():
+                traced = backend.leg_es._otel.enabled
+            return quiet, traced, es._otel.enabled
+        finally:
+            await es.close()
+
+    quiet, traced, default = asyncio.run(clients())
+    assert quiet is False
+    assert traced is default is True  # (the OTEL_PYTHON_INSTRUMENTATION_ELASTICSEARCH_ENABLED default)
