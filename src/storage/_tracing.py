@@ -3,8 +3,9 @@
 The library depends on the OpenTelemetry *API* only (the ``otel`` extra) and never configures a tracer
 provider: with no provider set (or the API not installed), :func:`span` is a no-op that builds nothing.
 Spans nest through contextvars, so the two legs started by ``asyncio.gather`` are children of the search
-span, and elasticsearch-py's own request spans (it emits them when OpenTelemetry is importable) become
-children of the legs.
+span, and elasticsearch-py's own request spans become children of the legs. (elasticsearch-py opens one
+per request whenever OpenTelemetry is importable; a search's requests skip it while no provider is set:
+:attr:`storage._backend.Backend.leg_es`.)
 
 Attributes follow the logging fields (``search.mode``, ``search.query_hash``…); never query text, vectors
 or credentials.
