@@ -162,7 +162,7 @@ class FusedList(Sequence[FusedHit]):
         if isinstance(index, slice):
             wanted = range(*index.indices(len(self)))
             order = self._head(max(wanted) + 1) if wanted else []
-            return [self._hit(order[i]) for i in wanted]
+            return [FusedHit(*p) for p in self.provenances_of([order[i] for i in wanted])]
         size = len(self)
         if not -size <= index < size:
             raise IndexError("fused list index out of range")
@@ -253,7 +253,7 @@ def _summed(parts: list[dict[str, float]]) -> tuple[dict[str, float], int]:
     (C-level), then only the ids in both are added one by one."""
     if not parts:
         return {}, 0
-    total = dict(parts[0])
+    total = parts[0]  # (never written to: each merge below makes a new dict)
     common: set[str] | None = None
     for part in parts[1:]:
         both = total.keys() & part.keys()
