@@ -5,6 +5,9 @@ elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no
   its highlights), fused, the first ``limit`` kept.
 - :func:`two_phase` sends exactly our requests: ids-only legs, then one fetch of the page's documents (and
   highlights) — the same bodies as :class:`storage.SearchClient`, so the difference is the client alone.
+- :func:`typed_response` adds one thing to :func:`two_phase`'s result: the :class:`storage.SearchResponse`
+  our client returns, validated once (no provenance, resilience, logging or tracing) — the least any client
+  that returns a typed response pays, for the overhead table.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import Vector
+from storage import SearchResponse
 from storage._queries import bm25_request, fetch_request, knn_request
 
 _SOURCE = {"excludes": ["embedding"]}
@@ -98,6 +102,39 @@ async def two_phase(
         timings["fetch"] = (clock() - t0) * 1000
     by_id = {h["_id"]: h for h in fetched["hits"]["hits"]}
     return [by_id[doc_id] for doc_id in order if doc_id in by_id]
+
+
+def typed_response(text: str, hits: list[dict[str, Any]], *, window: int, k: int) -> SearchResponse:
+    """:func:`two_phase`'s page as our response model, validated once, as our client validates its own: the
+    same fields for each hit (the RRF score of its position stands in for its fused score; no provenance)."""
+    return SearchResponse.model_validate(
+        {
+            "query": text,
+            "mode": "hybrid",
+            "hits": [
+                {
+                    "id": h["_id"],
+                    "score": 1.0 / (k + position),
+                    "normalized_score": (k + 1) / (k + position),
+                    "fused_score": 1.0 / (k + position),
+                    "rerank_score": None,
+                    "ranks": {},
+                    "leg_scores": {},
+                    "source": h.get("_source") or {},
+                    "highlights": {},
+                    "highlight_source": None,
+                    "position": None,
+                }
+                for position, h in enumerate(hits, start=1)
+            ],
+            "total_fused": len(hits),
+            "offset": 0,
+            "limit": len(hits),
+            "legs": {leg: {"leg": leg, "ok": True} for leg in ("bm25", "knn")},
+            "overlap": 0,
+            "fusion": {"method": "rrf", "k": k, "window": window},
+        }
+    )
 
 
 async def sequential(
