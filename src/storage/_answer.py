@@ -4,10 +4,10 @@
              ─chat model─▶ text ─citations─▶ Answer (cited ids in order, invented ids apart, reasoning)
 
 One search (the same pipeline: validation, filters, tenancy, degraded legs), one chat completion: the same
-question over the same index takes the same path. The pure parts — the prompt (:class:`AnswerPrompt`),
-the citation parser (:func:`parse_citations`), the context budget (:func:`context_budget`) and the
-reasoning text — are functions; :class:`Answerer` is the thin shell that calls out (through ``Backend``,
-so the chat model has its own resilience stack).
+question over the same index takes the same path. The pure parts — the prompt (:class:`AnswerPrompt`), the
+reasoning text, and (in ``storage._context``) the context assembly, its budget and the citation parser —
+are functions; :class:`Answerer` is the thin shell that calls out (through ``Backend``, so the chat model
+has its own resilience stack).
 
 The chat model failing (down, slow, rate limited, answering garbage) never raises: the :class:`Answer`
 then has ``answer=None``, the entries, ``degraded=True`` and an ``llm_*`` reason — unless ``strict=True``,
@@ -20,12 +20,13 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from embeddings import ChatMessage, Completion
 
 from ._backend import Backend
+from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
 from ._errors import CircuitOpen, ConfigurationError, DependencyError, DependencyUnavailable, SearchError
 from ._errors_map import timeout_error
 from ._logging import event, query_hash
@@ -41,9 +42,8 @@ from ._models import (
     SearchResponse,
 )
 from ._pipeline import SearchPipeline, SearchRequest
-from .agent import AssembledContext, assemble_context
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "AnswerPrompt", "Answerer", "CitationCheck", "context_budget", "parse_citations"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "AnswerPrompt", "Answerer"]
 
 _log = logging.getLogger("storage.answer")
 
@@ -70,12 +70,6 @@ Answer: Yes. Caffeine taken six hours before bedtime reduced sleep by more than 
 DEFAULT_USER_PROMPT = "Entries:\n{context}\n\nQuestion: {question}\nAnswer:"
 
 _PLACEHOLDER = re.compile(r"\{(context|question|no_answer)\}")
-#: ``[#id]``, and the lists small models write: ``[#a, #b]``, ``[#a; #b]``.
-_BRACKETS = re.compile(r"\[\s*(#[^\]\n]{1,600})\]")
-_CITED_ID = re.compile(r"#\s*([^\s,;#\]]+)")
-#: Chars per token assumed when fitting the context to a model's window: English prose runs ~4, code and
-#: numbers fewer; 3 leaves a margin.
-_CHARS_PER_TOKEN = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,47 +102,6 @@ class AnswerPrompt:
     def overhead_chars(self, question: str) -> int:
         """Characters of the prompt around the context."""
         return sum(len(m["content"]) for m in self.messages(question, ""))
-
-
-def context_budget(
-    max_context_chars: int, *, context_tokens: int | None, max_tokens: int | None, overhead_chars: int
-) -> int:
-    """The context's characters: ``max_context_chars``, and, when the model's window is known, what fits in
-    it next to the prompt and the answer (at ~3 characters per token). Pure."""
-    if context_tokens is None:
-        return max_context_chars
-    room = (context_tokens - (max_tokens or 0)) * _CHARS_PER_TOKEN - overhead_chars
-    return max(0, min(max_context_chars, room))
-
-
-def parse_citations(text: str) -> list[str]:
-    """Every ``[#id]`` in ``text`` (also ``[#a, #b]``), unique, in order of first appearance. Pure."""
-    seen: dict[str, None] = {}
-    for bracket in _BRACKETS.finditer(text):
-        for cited in _CITED_ID.finditer(bracket.group(1)):
-            seen.setdefault(cited.group(1).strip().rstrip(".:"), None)
-    return [c for c in seen if c]
-
-
-@dataclass(frozen=True, slots=True)
-class CitationCheck:
-    """The answer's citations split into real (in the context) and invented ones."""
-
-    cited: list[str]
-    invented: list[str]
-    fallback: bool
-
-    @classmethod
-    def of(cls, text: str, included: Sequence[str], *, allow_fallback: bool = True) -> CitationCheck:
-        """Citations of ``text`` against the ``included`` ids; when none is real and ``allow_fallback``,
-        every included id (the answer drew on the whole context). Pure."""
-        allowed = set(included)
-        found = parse_citations(text)
-        cited = [c for c in found if c in allowed]
-        invented = [c for c in found if c not in allowed]
-        if not cited and allow_fallback:
-            return cls(cited=list(dict.fromkeys(included)), invented=invented, fallback=bool(included))
-        return cls(cited=cited, invented=invented, fallback=False)
 
 
 def _llm_reason(error: SearchError) -> str:

@@ -7,8 +7,9 @@ filters. Retrieval depth, mode, fusion and tenant are host policy, fixed when th
     tools = [tool.definition(), tool.get_document_definition()]   # OpenAI "tools" format
     observation = await tool.run(arguments_json)                   # always a string, never a traceback
 
-The formatting and the context assembly are pure functions (:func:`format_results`,
-:func:`assemble_context`, :func:`extract_citations`, :func:`error_message`).
+The formatting is pure functions (:func:`format_results`, :func:`error_message`); the RAG context
+assembly and citation check (:func:`assemble_context`, :func:`extract_citations`) live with the answer in
+``storage._context`` and are re-exported here for RAG callers.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import html
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ._context import AssembledContext, assemble_context, display_value, extract_citations
 from ._errors import (
     CircuitOpen,
     DependencyUnavailable,
@@ -58,9 +59,7 @@ _FILTERS: dict[str, tuple[str, Any]] = {
 }
 _EM = re.compile(r"</?em>")
 _SPACES = re.compile(r"\s+")
-_CITATION = re.compile(r"\[#([^\]\s]+)\]")
 _LEG_NAMES = {"bm25": "keyword", "knn": "semantic"}
-_MIDNIGHT = re.compile(r"^(\d{4}-\d{2}-\d{2})T00:00(:00(\.0+)?)?(Z|[+-]00:?00)?$")
 
 
 # -- formatting (pure) ---------------------------------------------------------------------------------
@@ -82,16 +81,10 @@ def _snippet(hit: SearchHit, limit: int) -> str:
     return _clip(html.unescape(_EM.sub("", raw)), limit)
 
 
-def _show(value: Any) -> str:
-    """A value as an LLM should read it: a datetime at midnight is just its date."""
-    text = str(value)
-    m = _MIDNIGHT.match(text)
-    return m.group(1) if m else text
-
-
 def _meta(hit: SearchHit) -> str:
     src = hit.source
-    parts = [f"{key}: {_show(src[key])}" for key in ("source", "published_at", "ticker", "doc_type") if src.get(key)]
+    keys = ("source", "published_at", "ticker", "doc_type")
+    parts = [f"{key}: {display_value(src[key])}" for key in keys if src.get(key)]
     found = ", ".join(f"{_LEG_NAMES.get(leg, leg)} #{rank}" for leg, rank in sorted(hit.ranks.items()))
     parts.append(f"relevance: {hit.normalized_score:.2f}")
     if found:
@@ -143,7 +136,7 @@ def format_document(doc: Mapping[str, Any] | None, doc_id: str, *, max_chars: in
         return f"No document with id '{doc_id}'. Use an id from a search result (the part after [#)."
     header = f"[#{doc_id}] {doc.get('title') or '(untitled)'}"
     meta = " | ".join(
-        f"{k if k != 'published_at' else 'date'}: {_show(doc[k])}"
+        f"{k if k != 'published_at' else 'date'}: {display_value(doc[k])}"
         for k in ("source", "published_at", "ticker", "doc_type")
         if doc.get(k)
     )
@@ -211,64 +204,6 @@ def format_answer(answer: Answer) -> str:
     if answer.search.partial:
         lines.append("Note: part of the index did not answer; the answer may miss documents.")
     return "\n".join(lines)
-
-
-# -- context assembly for RAG callers (pure) ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AssembledContext:
-    text: str
-    #: The hit ids whose entries are in ``text``, in order.
-    ids: list[str]
-    #: True when an entry was cut or left out to respect ``max_context_chars``.
-    truncated: bool
-
-
-def _entry_header(hit: SearchHit) -> str:
-    src = hit.source
-    date_ = _show(src.get("published_at") or "-")
-    return f"ENTRY #{hit.id} | {date_} | {src.get('source') or '-'} | {src.get('title') or '-'}"
-
-
-def assemble_context(
-    hits: Sequence[SearchHit], *, max_context_chars: int, min_partial_chars: int = 100
-) -> AssembledContext:
-    """``ENTRY #id | date | source | title`` blocks, best first, within ``max_context_chars``; the last entry
-    is cut only if at least ``min_partial_chars`` of its text fit, otherwise left out."""
-    blocks: list[str] = []
-    ids: list[str] = []
-    used = 0
-    truncated = False
-    for hit in hits:
-        header = _entry_header(hit)
-        body = _SPACES.sub(" ", hit.text).strip()
-        sep = 2 if blocks else 0
-        block = f"{header}\n{body}"
-        if used + sep + len(block) <= max_context_chars:
-            blocks.append(block)
-            ids.append(hit.id)
-            used += sep + len(block)
-            continue
-        truncated = True
-        room = max_context_chars - used - sep - len(header) - 1
-        if room >= min_partial_chars:
-            blocks.append(f"{header}\n{body[: room - 1]}…")
-            ids.append(hit.id)
-        break
-    return AssembledContext(text="\n\n".join(blocks), ids=ids, truncated=truncated)
-
-
-def extract_citations(answer: str, included_ids: Sequence[str]) -> list[str]:
-    """The ``[#id]`` citations in ``answer`` that refer to included entries, unique and in order; when the
-    answer cites none of them, every included id (the answer drew on the whole context)."""
-    allowed = set(included_ids)
-    seen: list[str] = []
-    for match in _CITATION.finditer(answer):
-        doc_id = match.group(1)
-        if doc_id in allowed and doc_id not in seen:
-            seen.append(doc_id)
-    return seen or list(included_ids)
 
 
 # -- the tool ------------------------------------------------------------------------------------------

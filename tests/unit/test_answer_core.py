@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage import AnswerPrompt, ConfigurationError, SearchHit, SearchResponse
-from storage._answer import CitationCheck, context_budget, parse_citations, reasoning
+from storage._answer import reasoning
+from storage._context import CitationCheck, context_budget, parse_citations
 from storage.agent import assemble_context
 
 
