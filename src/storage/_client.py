@@ -30,8 +30,19 @@ from ._fusion import FusionMethod
 from ._indices import IndexManager
 from ._ingest import Ingester, ProgressCallback
 from ._logging import add_observer, remove_observer
-from ._models import Answer, AnswerEvent, Document, IndexReport, SearchMode, SearchPage, SearchResponse
+from ._models import (
+    Answer,
+    AnswerEvent,
+    Document,
+    IndexProgress,
+    IndexReport,
+    ReembedReport,
+    SearchMode,
+    SearchPage,
+    SearchResponse,
+)
 from ._pipeline import QuerySyntax, SearchPipeline, SearchRequest
+from ._reembed import Reembedder
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import RoundTrip, SearchSettings
 from ._telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
@@ -82,6 +93,7 @@ class SearchClient:
         self._pipeline = SearchPipeline(self._backend)
         self._walker = Walker(self._backend, self._pipeline.retriever, self._pipeline.enricher)
         self._answerer = Answerer(self._backend, self._pipeline)
+        self._reembedder = Reembedder(self._backend, self._indices, self._ingester)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
 
     # -- construction and lifecycle -------------------------------------------------------------------
@@ -307,6 +319,28 @@ class SearchClient:
         return await self._ingester.index_documents(
             documents, refresh=refresh, progress=progress, index=index, tenant_id=tenant_id, strict=strict
         )
+
+    async def reembed(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        delete_old: bool = False,
+        restart: bool = False,
+        progress: Callable[[IndexProgress], None] | None = None,
+    ) -> ReembedReport:
+        """Move the alias to another embedding model with no downtime: read every document of the version it
+        points at, embed it with ``embedder`` (default: this client's, e.g. a client configured with a new
+        model meeting an index built with the old one), write a new version, check the counts, and move the
+        alias atomically (``delete_old``: then delete the versions it pointed at).
+
+        Searches go on against the old version until the alias moves. Documents that fail are in
+        ``report.failed`` and keep the alias where it was. An interrupted run leaves the alias untouched and
+        its version marked as building (``health()`` lists it); the next run **resumes** it (only what is
+        missing is embedded), ``restart=True`` starts clean. ``progress`` gets an :class:`IndexProgress` as
+        documents are done. After a move to another model than this client's, make a client with that model:
+        this one's kNN leg would fail with :class:`ModelMismatch` (its searches stay BM25 only).
+        """
+        return await self._reembedder.reembed(embedder, delete_old=delete_old, restart=restart, progress=progress)
 
     # -- search ----------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
     SearchError                         base; .reason is a short machine tag (e.g. "timeout")
     ├── ConfigurationError              wrong set-up, found at start-up
     │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
-    │   ├── DimensionMismatch           index vectors != embedder vectors (or another model built it)
+    │   ├── DimensionMismatch           index vectors != embedder vectors
+    │   │   └── ModelMismatch           another model built the index (same size or not): reembed() moves it
     │   ├── AnalyzerUnavailable         the configured analyzer (ES_ANALYZER) does not exist on the server;
     │   │                               raised by ensure_index() before anything is created
     │   ├── IncompatibleServer          client and server majors cannot talk (9.x client, 8.x server)
@@ -57,6 +58,7 @@ __all__ = [
     "IndexNotFound",
     "InvalidDocument",
     "InvalidQuery",
+    "ModelMismatch",
     "Overloaded",
     "PartialResults",
     "SearchError",
@@ -95,6 +97,15 @@ class DimensionMismatch(ConfigurationError):
     """The index was built for other vectors than the embedder produces."""
 
     reason = "dimension_mismatch"
+
+
+class ModelMismatch(DimensionMismatch):
+    """The index's vectors come from another embedding model than the client's: never mixed. In a hybrid
+    search the kNN leg fails with this (the result is BM25 only, degraded); ``reembed()`` (or
+    ``hybrid-search reembed``) builds a version with the client's model and moves the alias, with no
+    downtime."""
+
+    reason = "model_mismatch"
 
 
 class AnalyzerUnavailable(ConfigurationError):

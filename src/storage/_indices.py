@@ -5,16 +5,33 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
+from embeddings import Embedder
+
 from ._backend import Backend
-from ._errors import AccessDenied, AnalyzerUnavailable, ConfigurationError, DimensionMismatch, IndexNotFound
+from ._errors import (
+    AccessDenied,
+    AnalyzerUnavailable,
+    ConfigurationError,
+    DimensionMismatch,
+    IndexNotFound,
+    ModelMismatch,
+)
 from ._errors_map import error_type, incompatible_server
 from ._filters import FilterInput
 from ._logging import event
-from ._mapping import index_body, next_index_name, versioned_index_name
+from ._mapping import building_versions, index_body, next_index_name, versioned_index_name
 from ._pipeline.plan import filter_clauses, require_tenant
 from ._pipeline.retrieve import error_reason
 
-__all__ = ["IndexManager"]
+__all__ = ["IndexManager", "write_index_of"]
+
+
+def write_index_of(alias: str, indices: Mapping[str, Any]) -> str:
+    """The index an alias writes to, among the ``indices`` it points at (``GET <alias>``'s answer)."""
+    for name, info in indices.items():
+        if name == alias or info.get("aliases", {}).get(alias, {}).get("is_write_index") or len(indices) == 1:
+            return name
+    raise ConfigurationError(f"alias {alias!r} points at several indices and none is the write index")
 
 
 class IndexManager:
@@ -51,14 +68,40 @@ class IndexManager:
         b = self._b
         b.check_open()
         await b.probe_embedder()
+        return await self.create_version()
+
+    async def create_version(
+        self, *, embedder: Embedder | None = None, analyzer: str | None = None, meta: Mapping[str, Any] | None = None
+    ) -> str:
+        """The next versioned index (not aliased), for ``embedder``'s vectors (default the client's), with
+        ``analyzer`` (default the configured one) and more ``_meta`` keys."""
+        name = next_index_name(self.alias, list(await self.versions()))
+        if not await self._create(name, embedder=embedder, analyzer=analyzer, meta=meta):
+            raise ConfigurationError(f"index {name} was created meanwhile by someone else; call again")
+        return name
+
+    async def versions(self) -> dict[str, Any]:
+        """Every versioned index of the alias (``<alias>-NNNNNN``), aliased or not: name -> its settings,
+        mappings and aliases."""
+        b = self._b
         resp = await b.es_call(
             lambda: b.es.options(ignore_status=404).indices.get(index=f"{self.alias}-*", expand_wildcards="all")
         )
-        names = list(resp.body) if resp.meta.status == 200 else []
-        name = next_index_name(self.alias, names)
-        if not await self._create(name):
-            raise ConfigurationError(f"index {name} was created meanwhile by someone else; call again")
-        return name
+        return dict(resp.body) if resp.meta.status == 200 else {}
+
+    async def aliased(self) -> dict[str, Any] | None:
+        """The indices the alias points at (name -> settings, mappings, aliases), or None without the alias."""
+        return await self._get_index(self.alias)
+
+    async def update_meta(self, index: str, updates: Mapping[str, Any]) -> None:
+        """Set top-level ``_meta`` keys of one index (the others are kept: Elasticsearch replaces ``_meta``
+        as a whole)."""
+        b = self._b
+        resp = await b.es_call(lambda: b.es.indices.get_mapping(index=index))
+        current = dict(next(iter(resp.body.values()))["mappings"].get("_meta", {}))
+        meta = {**current, **updates}
+        await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
+        b.index_models.pop(index, None)
 
     async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
         b = self._b
@@ -124,6 +167,10 @@ class IndexManager:
             lambda: b.es.options(ignore_status=404).indices.stats(index=self.alias, metric="docs,store")
         )
         indices = stats.body.get("indices", {}) if stats.meta.status == 200 else {}
+        try:
+            building = building_versions(await self.versions())
+        except AccessDenied:
+            building = []
         out: dict[str, Any] = {
             "cluster": {
                 "name": cluster.get("cluster_name"),
@@ -138,6 +185,8 @@ class IndexManager:
                 "indices": sorted(indices),
                 "documents": sum(i["primaries"]["docs"]["count"] for i in indices.values()),
                 "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
+                # Versions a reembed is building (or an interrupted one left): not searched yet.
+                "building": building,
             },
             "breakers": {
                 dep: {
@@ -155,25 +204,32 @@ class IndexManager:
             out["reranker"] = {"model": b.reranker.model_id}
         return out
 
-    def _index_body(self) -> dict[str, Any]:
-        s, emb = self._b.settings, self._b.embedder
-        return index_body(
+    async def _create(
+        self,
+        name: str,
+        aliases: dict[str, Any] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        analyzer: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Create one index with our mapping; False if it exists already. An analyzer the server lacks is an
+        AnalyzerUnavailable (the create is atomic: nothing was made)."""
+        b = self._b
+        s, emb = b.settings, embedder or b.embedder
+        analyzer = analyzer or s.analyzer
+        body = index_body(
             dimensions=emb.dimensions,
             normalized=emb.normalized,
             model_id=emb.model_id,
-            analyzer=s.analyzer,
+            analyzer=analyzer,
             shards=s.number_of_shards,
             replicas=s.number_of_replicas,
         )
-
-    async def _create(self, name: str, aliases: dict[str, Any] | None = None) -> bool:
-        """Create one index with our mapping; False if it exists already. An analyzer the server lacks is an
-        AnalyzerUnavailable (the create is atomic: nothing was made)."""
-        b, analyzer = self._b, self._b.settings.analyzer
+        if meta:
+            body["mappings"]["_meta"].update(meta)
         extra: dict[str, Any] = {"aliases": aliases} if aliases else {}
-        resp = await b.es_call(
-            lambda: b.es.options(ignore_status=400).indices.create(index=name, **extra, **self._index_body())
-        )
+        resp = await b.es_call(lambda: b.es.options(ignore_status=400).indices.create(index=name, **extra, **body))
         if resp.meta.status != 400:
             return True
         if error_type(resp.body) == "resource_already_exists_exception":
@@ -198,7 +254,6 @@ class IndexManager:
 
     def _check_existing(self, alias: str, indices: Mapping[str, Any]) -> str:
         emb = self._b.embedder
-        write_index = None
         for name, info in indices.items():
             meta = info.get("mappings", {}).get("_meta", {}).get("embedding", {})
             vector = info.get("mappings", {}).get("properties", {}).get("embedding", {})
@@ -213,9 +268,12 @@ class IndexManager:
                 )
             model = meta.get("model_id")
             if model is not None and model != emb.model_id:
-                raise DimensionMismatch(
-                    f"index {name} was built with {model!r}, the embedder is {emb.model_id!r}: "
-                    "vectors of different models must never share an index"
+                raise ModelMismatch(
+                    f"index {name} was built with {model!r}, the embedder is {emb.model_id!r}: vectors of two "
+                    f"models never share an index. To move {alias!r} to {emb.model_id!r} with no downtime, run "
+                    f"`hybrid-search reembed` (or `await client.reembed()`) with this model configured: it builds "
+                    f"a new version and moves the alias when it is complete. To keep {model!r}, configure it "
+                    f"instead (e.g. EMBEDDINGS_MODEL)."
                 )
             analyzer = info.get("mappings", {}).get("properties", {}).get("text", {}).get("analyzer", "standard")
             if analyzer != self._b.settings.analyzer:
@@ -225,9 +283,4 @@ class IndexManager:
                     "index.analyzer_differs",
                     {"index.name": name, "index.analyzer": analyzer, "analyzer": self._b.settings.analyzer},
                 )
-            alias_info = info.get("aliases", {}).get(alias, {})
-            if name == alias or alias_info.get("is_write_index") or len(indices) == 1:
-                write_index = name
-        if write_index is None:
-            raise ConfigurationError(f"alias {alias!r} points at several indices and none is the write index")
-        return write_index
+        return write_index_of(alias, indices)

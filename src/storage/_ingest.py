@@ -1,17 +1,19 @@
-"""Ingest: validate, embed in batches while earlier batches are bulk-indexed, report every id."""
+"""Ingest: validate, embed in batches while earlier batches are bulk-indexed, report every id. The write
+stage (:meth:`Ingester.write`) also carries re-embedding into a new index version (``_reembed``)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch.helpers import async_streaming_bulk
 from pydantic import ValidationError
 
-from embeddings import InvalidEmbedding, Vector
+from embeddings import Embedder, InvalidEmbedding, Vector
 
 from ._backend import Backend
 from ._errors import InvalidDocument, InvalidQuery, SearchError
@@ -19,11 +21,22 @@ from ._indices import IndexManager
 from ._logging import event
 from ._models import Document, FailedDocument, IndexProgress, IndexReport
 from ._pipeline.plan import require_tenant, valid_target
+from ._resilience import Resilience
 
-__all__ = ["Ingester", "ProgressCallback"]
+__all__ = ["Ingester", "ProgressCallback", "Record"]
 
 ProgressCallback = Callable[[IndexProgress], None]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One document on its way into an index: its id, its ``_source`` (without the vector) and what the
+    embedder reads (the title and the text: :meth:`Document.embedding_text`)."""
+
+    id: str
+    source: dict[str, Any]
+    text: str
 
 
 class Ingester:
@@ -63,24 +76,64 @@ class Ingester:
         if index is not None and "," in index:
             raise InvalidQuery("index_documents writes to one index or alias")
         target = valid_target(index) if index else b.settings.index
-        total = len(docs) + len(invalid)
+        records = [Record(doc.id, doc.to_source(), doc.embedding_text()) for doc in docs]
+        indexed, failed = await self.write(records, target, progress=progress, already_failed=invalid)
+        if refresh and indexed:
+            await b.es_call(lambda: b.es.indices.refresh(index=target))
+        report = IndexReport(
+            index=target,
+            indexed=indexed,
+            failed=failed,
+            duplicates=duplicates,
+            seconds=time.perf_counter() - started,
+        )
+        event(
+            20 if report.ok else 30,
+            "documents indexed",
+            "index.documents",
+            {
+                "index.name": target,
+                "index.submitted": len(records) + len(invalid),
+                "index.indexed": len(indexed),
+                "index.failed": len(failed),
+                "event.duration": int(report.seconds * 1e9),
+            },
+        )
+        return report
+
+    async def write(
+        self,
+        records: Sequence[Record],
+        target: str,
+        *,
+        progress: ProgressCallback | None = None,
+        already_failed: Sequence[FailedDocument] = (),
+        embedder: Embedder | None = None,
+        stack: Resilience | None = None,
+    ) -> tuple[list[str], list[FailedDocument]]:
+        """Embed ``records`` in batches (with ``embedder`` through ``stack``, default the client's) while
+        earlier batches are bulk-indexed into ``target``: every id ends up indexed or failed, and a record
+        whose embedding failed is never written without its vector. ``already_failed`` are counted in the
+        progress and the failures (documents refused before this stage)."""
+        b = self._b
+        total = len(records) + len(already_failed)
         indexed: list[str] = []
-        failed: list[FailedDocument] = list(invalid)
-        embedded = len(invalid)
+        failed: list[FailedDocument] = list(already_failed)
+        embedded = len(already_failed)
 
         def report_progress() -> None:
             if progress is not None:
                 progress(IndexProgress(total=total, embedded=embedded, indexed=len(indexed), failed=len(failed)))
 
-        queue: asyncio.Queue[list[tuple[Document, Vector]] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
+        queue: asyncio.Queue[list[tuple[Record, Vector]] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
 
         async def produce() -> None:
             nonlocal embedded
             try:
                 size = b.settings.embed_batch_size
-                for start in range(0, len(docs), size):
-                    batch = docs[start : start + size]
-                    ok, bad = await self._embed_batch_isolating(batch)
+                for start in range(0, len(records), size):
+                    batch = records[start : start + size]
+                    ok, bad = await self._embed_batch_isolating(batch, embedder, stack)
                     failed.extend(bad)
                     embedded += len(batch)
                     report_progress()
@@ -101,10 +154,10 @@ class Ingester:
                     {
                         "_op_type": "index",
                         "_index": target,
-                        "_id": doc.id,
-                        "_source": {**doc.to_source(), "embedding": vector},
+                        "_id": rec.id,
+                        "_source": {**rec.source, "embedding": vector},
                     }
-                    for doc, vector in item
+                    for rec, vector in item
                 ]
                 try:
                     results = await b.es_call(
@@ -114,10 +167,10 @@ class Ingester:
                     )
                 except SearchError as exc:
                     # The whole batch failed after retries (or fast, breaker open): report it, go on.
-                    for doc, _ in item:
+                    for rec, _ in item:
                         failed.append(
                             FailedDocument(
-                                id=doc.id,
+                                id=rec.id,
                                 reason=exc.reason if exc.reason != "error" else "transport_error",
                                 detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: "
                                 "ids are explicit)",
@@ -143,32 +196,11 @@ class Ingester:
         if not producer.cancelled() and (producer_exc := producer.exception()) is not None:
             raise producer_exc
         accounted = set(indexed) | {f.id for f in failed}
-        for doc in docs:  # defensive: every id is accounted for, whatever happened above
-            if doc.id not in accounted:
-                failed.append(FailedDocument(id=doc.id, reason="not_sent", detail="bulk indexing stopped"))
-        if refresh and indexed:
-            await b.es_call(lambda: b.es.indices.refresh(index=target))
+        for rec in records:  # defensive: every id is accounted for, whatever happened above
+            if rec.id not in accounted:
+                failed.append(FailedDocument(id=rec.id, reason="not_sent", detail="bulk indexing stopped"))
         report_progress()
-        report = IndexReport(
-            index=target,
-            indexed=indexed,
-            failed=failed,
-            duplicates=duplicates,
-            seconds=time.perf_counter() - started,
-        )
-        event(
-            20 if report.ok else 30,
-            "documents indexed",
-            "index.documents",
-            {
-                "index.name": target,
-                "index.submitted": total,
-                "index.indexed": len(indexed),
-                "index.failed": len(failed),
-                "event.duration": int(report.seconds * 1e9),
-            },
-        )
-        return report
+        return indexed, failed
 
     def _assign_tenant(
         self, docs: list[tuple[int, Document]], tenant_id: str | None, invalid: list[FailedDocument]
@@ -214,23 +246,24 @@ class Ingester:
         return out
 
     async def _embed_batch_isolating(
-        self, batch: list[Document]
-    ) -> tuple[list[tuple[Document, Vector]], list[FailedDocument]]:
+        self, batch: Sequence[Record], embedder: Embedder | None, stack: Resilience | None
+    ) -> tuple[list[tuple[Record, Vector]], list[FailedDocument]]:
         """Embed a batch; if the answer is invalid, embed one by one so only the bad documents fail."""
+        embed = functools.partial(self._b.embed_documents, embedder=embedder, stack=stack)
         try:
-            vectors = await self._b.embed_documents([d.embedding_text() for d in batch])
+            vectors = await embed([r.text for r in batch])
             return list(zip(batch, vectors, strict=True)), []
         except SearchError as exc:
             cause = exc.__cause__
             if not isinstance(cause, InvalidEmbedding) or len(batch) == 1:
-                return [], [_embedding_failure(d, exc) for d in batch]
-        ok: list[tuple[Document, Vector]] = []
+                return [], [_embedding_failure(r.id, exc) for r in batch]
+        ok: list[tuple[Record, Vector]] = []
         bad: list[FailedDocument] = []
-        for doc in batch:
+        for rec in batch:
             try:
-                ok.append((doc, (await self._b.embed_documents([doc.embedding_text()]))[0]))
+                ok.append((rec, (await embed([rec.text]))[0]))
             except SearchError as exc:
-                bad.append(_embedding_failure(doc, exc))
+                bad.append(_embedding_failure(rec.id, exc))
         return ok, bad
 
 
@@ -275,9 +308,9 @@ def _coerce_documents(
     return list(unique.values()), duplicates, invalid
 
 
-def _embedding_failure(doc: Document, exc: SearchError) -> FailedDocument:
+def _embedding_failure(doc_id: str, exc: SearchError) -> FailedDocument:
     cause = exc.__cause__ or exc
-    return FailedDocument(id=doc.id, reason="embedding_failed", detail=f"{type(cause).__name__}: {cause}")
+    return FailedDocument(id=doc_id, reason="embedding_failed", detail=f"{type(cause).__name__}: {cause}")
 
 
 def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:

@@ -5,10 +5,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["INDEX_VERSION_WIDTH", "index_body", "next_index_name", "versioned_index_name"]
+__all__ = [
+    "BUILDING",
+    "INDEX_VERSION_WIDTH",
+    "building_versions",
+    "index_body",
+    "next_index_name",
+    "versioned_index_name",
+]
 
 INDEX_VERSION_WIDTH = 6
 MAPPING_VERSION = 1
+#: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
+BUILDING = "building"
 
 
 def versioned_index_name(alias: str, version: int) -> str:
@@ -83,3 +92,12 @@ def index_body(
             },
         },
     }
+
+
+def building_versions(versions: dict[str, Any]) -> list[str]:
+    """The versions an interrupted (or running) reembed left: ``_meta.reembed.state == "building"``."""
+    return sorted(
+        name
+        for name, info in versions.items()
+        if info.get("mappings", {}).get("_meta", {}).get("reembed", {}).get("state") == BUILDING
+    )

@@ -24,11 +24,13 @@ __all__ = [
     "IndexProgress",
     "IndexReport",
     "LegReport",
+    "ReembedReport",
     "RerankReport",
     "SearchHit",
     "SearchPage",
     "SearchResponse",
     "ShardReport",
+    "embedding_text",
 ]
 
 Leg = Literal["bm25", "knn"]
@@ -41,6 +43,12 @@ def derive_id(title: str, text: str, source: str | None) -> str:
     """A stable id from the content: re-indexing the same document overwrites it instead of duplicating."""
     digest = hashlib.sha256("\x1f".join((source or "", title, text)).encode("utf-8")).hexdigest()
     return digest[:32]
+
+
+def embedding_text(title: str, text: str) -> str:
+    """What the embedder reads of a document: its title and its text, or whichever of them it has."""
+    title, text = title.strip(), text.strip()
+    return f"{title}\n{text}" if title and text else title or text
 
 
 class Document(BaseModel):
@@ -91,8 +99,7 @@ class Document(BaseModel):
 
     def embedding_text(self) -> str:
         """What the embedder sees: the title and the text, or whichever of them the document has."""
-        title, text = self.title.strip(), self.text.strip()
-        return f"{title}\n{text}" if title and text else title or text
+        return embedding_text(self.title, self.text)
 
     def to_source(self) -> dict[str, Any]:
         """The ``_source`` stored in Elasticsearch (without the vector)."""
@@ -141,6 +148,36 @@ class IndexProgress(BaseModel):
     embedded: int
     indexed: int
     failed: int
+
+
+class ReembedReport(BaseModel):
+    """Outcome of :meth:`SearchClient.reembed`: a new index version built with another model, and whether
+    the alias was moved to it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    alias: str
+    #: The version read (what the alias pointed at), and the one written.
+    source: str
+    target: str | None
+    previous_model: str | None
+    model: str
+    #: Documents in the source when the run ended.
+    documents: int
+    #: Written by this run; already in the target from an interrupted run (resumed, not embedded again).
+    embedded: int = 0
+    resumed: int = 0
+    #: Documents gone from the source while the run read it, removed from the target too.
+    removed: int = 0
+    #: Documents that could not be embedded or written: reported, never dropped silently. Any of them keeps
+    #: the alias where it was (run again to retry just these).
+    failed: list[FailedDocument] = Field(default_factory=list)
+    #: The alias now points at ``target`` (and ``deleted_old``: the versions it pointed at were deleted).
+    promoted: bool = False
+    deleted_old: bool = False
+    #: Why the alias was not moved, when it was not.
+    reason: str | None = None
+    seconds: float = 0.0
 
 
 class ShardReport(BaseModel):

@@ -320,6 +320,7 @@ class Walker:
             keep_alive,
         )
         await self._pit_leg(out, body, scope)
+        await self._retriever.check_model(out.hits, scope)
 
 
 def _require_complete(what: str, shards: ShardReport | None) -> None:

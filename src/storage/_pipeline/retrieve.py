@@ -113,6 +113,19 @@ class Retriever:
         full = server_side(body, self._b.settings, remaining)
         resp = await self._b.es_call(lambda: es.search(index=plan.target, **full), deadline_s=remaining, within=scope)
         out.answered(resp.body)
+        await self.check_model(out.hits, scope)
+
+    async def check_model(self, hits: Sequence[Mapping[str, Any]], scope: asyncio.Timeout | None) -> None:
+        """The kNN leg's hits come from an index of the query's model (after a reembed promoted a version
+        built with another one, a client still configured with the old model gets :class:`ModelMismatch`
+        here, and a hybrid search its BM25 leg alone, instead of the nearest neighbours of a foreign
+        vector). One dict lookup per search; the index's ``_meta`` is read once per index."""
+        index = hits[0].get("_index") if hits else None
+        if index is None:
+            return
+        models = self._b.index_models
+        model = models[index] if index in models else await self._b.index_model(index, within=scope)
+        self._b.check_vectors(index, model)
 
     async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
         """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
@@ -156,6 +169,11 @@ class Retriever:
                             outcomes[leg].error = _msearch_item_error(item)
                         else:
                             outcomes[leg].answered(item)
+                    if "knn" in order and outcomes["knn"].error is None:
+                        try:
+                            await self.check_model(outcomes["knn"].hits, None)
+                        except SearchError as exc:
+                            outcomes["knn"].hits, outcomes["knn"].error = [], exc
                 except TimeoutError:
                     for leg in order:
                         outcomes[leg].error = timeout_error(leg, "elasticsearch", budget)
