@@ -87,6 +87,8 @@ run_tests() {
   echo "== ruff"
   "$VENV/bin/ruff" check --output-format concise . || status=1
   "$VENV/bin/ruff" format --check . || status=1
+  echo "== lint-imports (floors only point down; embeddings never imports storage)"
+  "$VENV/bin/lint-imports" || status=1
   echo "== mypy --strict"
   "$VENV/bin/mypy" || status=1
   echo "== pytest against Elasticsearch $ES_VERSION_MAIN"

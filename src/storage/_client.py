@@ -13,6 +13,7 @@ The client holds no per-request state: concurrent calls share nothing but the de
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -95,6 +96,7 @@ class SearchClient:
         self._answerer = Answerer(self._backend, self._pipeline)
         self._reembedder = Reembedder(self._backend, self._indices, self._ingester)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
+        self._entered_loop: asyncio.AbstractEventLoop | None = None
 
     # -- construction and lifecycle -------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class SearchClient:
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
+        self._entered_loop = asyncio.get_running_loop()
         if self._settings.telemetry and self._telemetry is None:
             await self.enable_telemetry(data_stream=self._settings.telemetry_data_stream)
         return self
@@ -214,6 +217,12 @@ class SearchClient:
     @property
     def closed(self) -> bool:
         return self._backend.closed
+
+    @property
+    def entered_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop ``async with`` entered the client on (where its connections live), or None. The
+        framework retrievers (``storage.integrations``) hand synchronous calls to it."""
+        return self._entered_loop
 
     @property
     def settings(self) -> SearchSettings:

@@ -36,18 +36,6 @@ def test_every_error_is_a_search_error() -> None:
     assert issubclass(ElasticsearchNotConfigured, ConfigurationError)
 
 
-def test_embeddings_never_imports_storage() -> None:
-    import ast
-    import pathlib
-
-    for path in pathlib.Path(embeddings.__file__).parent.glob("*.py"):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom | ast.Import):
-                mods = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                assert not any(m.split(".")[0] in ("storage", "elasticsearch") for m in mods), path
-
-
 def test_missing_es_url_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ES_URL", raising=False)
     with pytest.raises(ElasticsearchNotConfigured, match=r"python -m storage\.local_es start"):

@@ -1,0 +1,159 @@
+"""One :class:`SearchClient`, called from synchronous and asynchronous code, from any thread, inside or
+outside a running event loop — without ``nest_asyncio``.
+
+A client lives on one event loop (its connection pool, its locks). The bridge runs every call there:
+
+- **owned** (``ClientBridge(factory=...)``, what ``from_settings`` builds): the client is made on a loop of
+  the bridge's own, in a daemon thread, and every call — sync or async, from any thread or loop — is
+  handed to it. A synchronous call inside a running loop (a notebook, an async web handler calling sync
+  code) blocks only its caller, never a loop the client needs.
+- **given** (``ClientBridge(client)``): async calls await the client on the caller's loop, which is where an
+  ``async with SearchClient...`` client lives; from another loop or thread they are handed to the client's
+  loop. A synchronous call from another thread is handed to the client's loop too. A synchronous call *on*
+  the client's own loop cannot complete without blocking that loop: it raises a :class:`ConfigurationError`
+  saying what to do instead. A client never used on any loop yet gets one of the bridge's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from .._client import SearchClient
+from .._errors import ConfigurationError
+
+__all__ = ["ClientBridge"]
+
+T = TypeVar("T")
+
+
+class _Portal:
+    """An event loop running in a daemon thread of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="hybrid-search-bridge", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+def _shutdown(portal: _Portal, holder: list[SearchClient]) -> None:
+    """Close an owned client on its loop and stop the loop (at close, or when the bridge is collected)."""
+    if holder and not portal.loop.is_closed() and portal.loop.is_running():
+        client = holder.pop()
+        with contextlib.suppress(Exception):  # best effort at shutdown: the process may be exiting
+            asyncio.run_coroutine_threadsafe(client.aclose(), portal.loop).result(timeout=30)
+    portal.stop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class ClientBridge:
+    """Runs ``SearchClient`` calls on the loop the client lives on, from sync or async callers."""
+
+    def __init__(self, client: SearchClient | None = None, *, factory: Callable[[], SearchClient] | None = None):
+        if (client is None) == (factory is None):
+            raise ConfigurationError("give a SearchClient or a factory that makes one, not both")
+        self._given = client
+        self._factory = factory
+        self._owned: list[SearchClient] = []  # (a list: the finalizer closes what it holds)
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._portal: _Portal | None = None
+        self._lock = threading.Lock()
+        self._finalizer: Any = None  # a weakref.finalize once the bridge has a loop of its own
+
+    @property
+    def owns_client(self) -> bool:
+        return self._factory is not None
+
+    def _portal_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._portal is None:
+                self._portal = _Portal()
+                self._finalizer = weakref.finalize(self, _shutdown, self._portal, self._owned)
+            return self._portal.loop
+
+    def _home_loop(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
+        """Where the client lives: the bridge's own loop for an owned client; for a given one, the loop it
+        was entered on (``async with``), else the first loop this bridge used it on (``caller``, or the
+        bridge's own loop for a synchronous first call)."""
+        if self._factory is not None:
+            return self._portal_loop()
+        if self._home is None:
+            assert self._given is not None
+            self._home = self._given.entered_loop or caller or self._portal_loop()
+        return self._home
+
+    async def _with_client(self, call: Callable[[SearchClient], Awaitable[T]]) -> T:
+        """``call(client)``, on the client's loop (an owned client is made there the first time)."""
+        if self._factory is not None and not self._owned:
+            self._owned.append(self._factory())
+        client = self._owned[0] if self._factory is not None else self._given
+        assert client is not None
+        return await call(client)
+
+    def run(self, call: Callable[[SearchClient], Awaitable[T]]) -> T:
+        """``call(client)`` from synchronous code: blocks this thread (never a loop the client needs)."""
+        caller = _running_loop()
+        home = self._home_loop(None)
+        if home is caller:
+            raise ConfigurationError(
+                "a synchronous call on the event loop its SearchClient lives on would block that loop: await the "
+                "asynchronous method instead (ainvoke / aretrieve / run_async), or build the retriever with "
+                "from_settings(...), which runs its client on a loop of its own"
+            )
+        if not home.is_running():
+            raise ConfigurationError(
+                "the event loop this SearchClient lives on is not running (it was closed, or belongs to an "
+                "asyncio.run() that has ended): use the client inside that loop, or build the retriever with "
+                "from_settings(...)"
+            )
+        future = asyncio.run_coroutine_threadsafe(self._coro(call), home)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise asyncio.CancelledError() from None
+
+    async def arun(self, call: Callable[[SearchClient], Awaitable[T]]) -> T:
+        """``call(client)`` from asynchronous code, on whichever loop is calling."""
+        caller = asyncio.get_running_loop()
+        home = self._home_loop(caller)
+        if home is caller:
+            return await self._with_client(call)
+        if not home.is_running():
+            raise ConfigurationError("the event loop this SearchClient lives on is not running")
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._coro(call), home))
+
+    def _coro(self, call: Callable[[SearchClient], Awaitable[T]]) -> Coroutine[Any, Any, T]:
+        return self._with_client(call)
+
+    def close(self) -> None:
+        """Close an owned client and stop the bridge's loop (a given client stays open: it is the caller's).
+        Idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    async def aclose(self) -> None:
+        if self._finalizer is not None and self._finalizer.alive:
+            await asyncio.get_running_loop().run_in_executor(None, self._finalizer)

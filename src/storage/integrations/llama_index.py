@@ -1,0 +1,102 @@
+"""Our hybrid search as a LlamaIndex retriever (``pip install 'hybrid-search-es[llama-index]'``).
+
+::
+
+    from storage.integrations.llama_index import HybridSearchRetriever
+
+    retriever = HybridSearchRetriever.from_settings(limit=5)       # ES_URL, EMBEDDINGS_*, ...
+    nodes = retriever.retrieve("revenue guidance")                 # also await aretrieve(...)
+    nodes[0].node.metadata["id"], nodes[0].score
+
+A ``llama_index.core`` :class:`~llama_index.core.retrievers.BaseRetriever` over
+:meth:`SearchClient.search`, returning :class:`~llama_index.core.schema.NodeWithScore`: a ``TextNode``
+whose ``id_`` is the hit's id, whose text is the title and text, and whose ``metadata`` carries our
+provenance (``id``, scores, per-leg ranks and scores, highlights, ``degraded`` / ``partial``); the score is
+what ordered the list. The provenance is kept out of what the node shows an LLM or an embedding model
+(``excluded_llm_metadata_keys`` / ``excluded_embed_metadata_keys``): the stored fields (title, source,
+date...) stay in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "the LlamaIndex retriever needs the 'llama-index' extra: pip install 'hybrid-search-es[llama-index]'"
+    ) from exc
+
+from .._client import SearchClient
+from .._settings import SearchSettings
+from ._common import Retrieved, RetrieverCore
+
+__all__ = ["HybridSearchRetriever"]
+
+#: Provenance keys: in the metadata for the caller, not in the text an LLM or an embedder is given.
+_PROVENANCE = [
+    "id",
+    "score",
+    "fused_score",
+    "normalized_score",
+    "rerank_score",
+    "ranks",
+    "leg_scores",
+    "highlights",
+    "degraded",
+    "degraded_reason",
+    "legs_failed",
+    "partial",
+]
+
+
+def _node(hit: Retrieved) -> NodeWithScore:
+    node = TextNode(
+        id_=hit.id,
+        text=hit.content,
+        metadata=hit.metadata,
+        excluded_llm_metadata_keys=list(_PROVENANCE),
+        excluded_embed_metadata_keys=list(_PROVENANCE),
+    )
+    return NodeWithScore(node=node, score=hit.score)
+
+
+class HybridSearchRetriever(BaseRetriever):
+    """Hybrid (BM25 + kNN, fused in the client) search as a LlamaIndex retriever.
+
+    ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
+    ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment on a loop of its own
+    (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
+    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...).
+    """
+
+    def __init__(
+        self,
+        *,
+        client: SearchClient | None = None,
+        settings: SearchSettings | None = None,
+        callback_manager: Any = None,
+        **options: Any,
+    ) -> None:
+        self._core = RetrieverCore(client, settings=settings, options=options)
+        super().__init__(callback_manager=callback_manager)
+
+    @classmethod
+    def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:
+        """A retriever with a client of its own, made from ``settings`` (default: the environment)."""
+        return cls(settings=settings, **options)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [_node(hit) for hit in self._core.search(query_bundle.query_str)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [_node(hit) for hit in await self._core.asearch(query_bundle.query_str)]
+
+    def close(self) -> None:
+        """Close the client this retriever made (``from_settings``); a client you gave stays open."""
+        self._core.close()
+
+    async def aclose(self) -> None:
+        await self._core.aclose()

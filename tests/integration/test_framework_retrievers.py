@@ -1,0 +1,245 @@
+"""The LangChain, LlamaIndex and Haystack retrievers, against the real packages and the real Elasticsearch:
+the same ids as SearchClient.search, our provenance in their metadata, filters and tenancy, degraded
+results, strict errors — and their synchronous entry points inside a running event loop, outside one, and
+from other threads, with no nest_asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from haystack import Pipeline
+from langchain_core.documents import Document as LangChainDocument
+from llama_index.core.schema import NodeWithScore
+
+from embeddings import HashingEmbedder, OpenAIEmbedder
+from storage import ConfigurationError, Document, SearchClient, SearchFailed, SearchSettings
+from storage._resilience import ResiliencePolicy
+from storage.integrations import haystack as hs
+from storage.integrations import langchain as lc
+from storage.integrations import llama_index as li
+
+CORPUS = [
+    Document(
+        id="aapl-1", title="Apple cuts revenue guidance", text="Apple lowered its revenue guidance.", ticker="AAPL"
+    ),
+    Document(id="aapl-2", title="Apple annual report", text="Services revenue grew; margins held.", ticker="AAPL"),
+    Document(id="msft-1", title="Microsoft raises guidance", text="Microsoft raised revenue guidance.", ticker="MSFT"),
+    Document(
+        id="msft-2", title="Microsoft cloud growth", text="Azure cloud revenue grew thirty percent.", ticker="MSFT"
+    ),
+    Document(id="wx-1", title="Spring weather", text="Rain and mild temperatures expected in April."),
+]
+QUERY = "revenue guidance"
+
+
+@dataclass(frozen=True)
+class Framework:
+    """How to build, call and read one framework's retriever, so one suite runs against all three."""
+
+    name: str
+    build: Callable[..., Any]
+    sync: Callable[[Any, str], list[Any]]
+    asynchronous: Callable[[Any, str], Awaitable[list[Any]]]
+    doc_id: Callable[[Any], str]
+    metadata: Callable[[Any], dict[str, Any]]
+
+
+def _haystack_sync(r: Any, q: str) -> list[Any]:
+    return list(r.run(q)["documents"])
+
+
+async def _haystack_async(r: Any, q: str) -> list[Any]:
+    return list((await r.run_async(q))["documents"])
+
+
+FRAMEWORKS = [
+    Framework(
+        "langchain",
+        lc.HybridSearchRetriever,
+        lambda r, q: r.invoke(q),
+        lambda r, q: r.ainvoke(q),
+        lambda d: d.id,
+        lambda d: d.metadata,
+    ),
+    Framework(
+        "llama_index",
+        li.HybridSearchRetriever,
+        lambda r, q: r.retrieve(q),
+        lambda r, q: r.aretrieve(q),
+        lambda n: n.node.id_,
+        lambda n: n.node.metadata,
+    ),
+    Framework("haystack", hs.HybridSearchRetriever, _haystack_sync, _haystack_async, lambda d: d.id, lambda d: d.meta),
+]
+
+
+@pytest.fixture(params=FRAMEWORKS, ids=lambda f: f.name)
+def framework(request: pytest.FixtureRequest) -> Framework:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+async def loaded(client: SearchClient) -> SearchClient:
+    await client.ensure_index()
+    assert (await client.index_documents(CORPUS, refresh=True)).ok
+    return client
+
+
+@pytest.fixture
+def environment(monkeypatch: pytest.MonkeyPatch, settings: SearchSettings) -> None:
+    """What from_settings() reads: the test's Elasticsearch and index, the hashing embedder the index has."""
+    monkeypatch.setenv("ES_URL", settings.url or "")
+    monkeypatch.setenv("ES_INDEX", settings.index)
+    monkeypatch.setenv("EMBEDDINGS_PROVIDER", "hashing")
+    monkeypatch.setenv("EMBEDDINGS_DIMENSIONS", "64")
+
+
+async def test_the_retriever_gives_the_ids_of_search_with_our_provenance(
+    framework: Framework, loaded: SearchClient
+) -> None:
+    expected = await loaded.search(QUERY, limit=4)
+    retriever = framework.build(client=loaded, limit=4)
+    docs = await framework.asynchronous(retriever, QUERY)
+    assert [framework.doc_id(d) for d in docs] == expected.ids
+    meta = framework.metadata(docs[0])
+    top = expected.hits[0]
+    assert meta["id"] == top.id
+    assert meta["ranks"] == top.ranks
+    assert meta["leg_scores"] == top.leg_scores
+    assert meta["fused_score"] == top.fused_score
+    assert meta["ticker"] == "AAPL"
+    assert meta["highlights"] == top.highlights
+    assert (meta["degraded"], meta["partial"]) == (False, False)
+
+
+async def test_sync_calls_work_inside_a_running_loop_outside_one_and_from_threads(
+    framework: Framework, loaded: SearchClient, environment: None
+) -> None:
+    expected = (await loaded.search(QUERY, limit=3)).ids
+    owned = framework.build.from_settings(limit=3)  # type: ignore[attr-defined]
+    try:
+        # Inside this test's running loop: peers raise "asyncio.run() cannot be called from a running loop".
+        assert [framework.doc_id(d) for d in framework.sync(owned, QUERY)] == expected
+        # In threads with no loop, several at once.
+        results = await asyncio.gather(*(asyncio.to_thread(framework.sync, owned, QUERY) for _ in range(3)))
+        assert all([framework.doc_id(d) for d in r] == expected for r in results)
+        # And the async entry point, from this loop, on the retriever's own.
+        assert [framework.doc_id(d) for d in await framework.asynchronous(owned, QUERY)] == expected
+    finally:
+        owned.close()
+    given = framework.build(client=loaded, limit=3)
+    # From another thread, a given client's call is handed to the loop the client lives on (this one).
+    assert [framework.doc_id(d) for d in await asyncio.to_thread(framework.sync, given, QUERY)] == expected
+    # On that loop itself, a sync call would block the loop the client needs: a clear error, never a hang.
+    with pytest.raises(ConfigurationError, match="would block that loop"):
+        framework.sync(given, QUERY)
+
+
+def test_sync_calls_work_with_no_event_loop_anywhere(framework: Framework, environment: None) -> None:
+    async def load() -> list[str]:
+        async with SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64)) as c:
+            await c.ensure_index()
+            await c.index_documents(CORPUS, refresh=True)
+            return (await c.search(QUERY, limit=3)).ids
+
+    expected = asyncio.run(load())
+    retriever = framework.build.from_settings(limit=3)  # type: ignore[attr-defined]
+    try:
+        assert [framework.doc_id(d) for d in framework.sync(retriever, QUERY)] == expected
+    finally:
+        retriever.close()
+
+
+async def test_filters_and_tenancy_apply(framework: Framework, settings: SearchSettings) -> None:
+    tenanted = settings.model_copy(update={"multi_tenant": True})
+    async with SearchClient.from_settings(tenanted, embedder=HashingEmbedder(dimensions=64)) as client:
+        await client.ensure_index()
+        assert (await client.index_documents(CORPUS[:3], tenant_id="acme", refresh=True)).ok
+        assert (await client.index_documents(CORPUS[3:], tenant_id="globex", refresh=True)).ok
+        filtered = framework.build(client=client, tenant_id="acme", filters={"ticker": "MSFT"})
+        docs = await framework.asynchronous(filtered, QUERY)
+        assert [framework.doc_id(d) for d in docs] == ["msft-1"]
+        other = await framework.asynchronous(framework.build(client=client, tenant_id="globex"), QUERY)
+        assert {framework.metadata(d)["tenant_id"] for d in other} == {"globex"}
+        with pytest.raises(ConfigurationError, match="unknown search option"):
+            framework.build(client=client, filter={"ticker": "MSFT"})  # a typo is never a silent no-op
+
+
+async def test_a_dead_embedder_gives_bm25_documents_flagged_degraded_and_strict_raises(
+    framework: Framework, loaded: SearchClient, settings: SearchSettings
+) -> None:
+    dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
+    policy = ResiliencePolicy(attempts=1, fail_max=1000)
+    async with SearchClient(loaded._es, dead, settings, owns_clients=False, embeddings_policy=policy) as degraded:
+        docs = await framework.asynchronous(framework.build(client=degraded, limit=3), QUERY)
+        assert docs
+        for doc in docs:
+            meta = framework.metadata(doc)
+            assert meta["degraded"] is True
+            assert meta["legs_failed"] == ["knn"]
+            assert set(meta["ranks"]) == {"bm25"}
+        with pytest.raises(SearchFailed):
+            await framework.asynchronous(framework.build(client=degraded, strict=True), QUERY)
+
+
+async def test_langchain_batch_and_per_call_options(loaded: SearchClient) -> None:
+    retriever = lc.HybridSearchRetriever(client=loaded, limit=2)
+    batched = await retriever.abatch([QUERY, "cloud growth"])
+    assert [[d.id for d in docs] for docs in batched] == [
+        (await loaded.search(QUERY, limit=2)).ids,
+        (await loaded.search("cloud growth", limit=2)).ids,
+    ]
+    assert all(isinstance(d, LangChainDocument) for docs in batched for d in docs)
+    in_threads = await asyncio.to_thread(retriever.batch, [QUERY, QUERY])
+    assert [d.id for d in in_threads[0]] == [d.id for d in batched[0]]
+    only_msft = await retriever.ainvoke(QUERY, filters={"ticker": "MSFT"}, limit=5)
+    assert {d.metadata["ticker"] for d in only_msft} == {"MSFT"}
+
+
+async def test_llama_index_nodes_keep_the_provenance_out_of_the_llm_text(loaded: SearchClient) -> None:
+    nodes = await li.HybridSearchRetriever(client=loaded, limit=2).aretrieve(QUERY)
+    assert all(isinstance(n, NodeWithScore) for n in nodes)
+    shown = nodes[0].node.get_content(metadata_mode="llm")  # type: ignore[arg-type]
+    assert "Apple" in shown
+    assert "leg_scores" not in shown
+    assert "ticker: AAPL" in shown
+
+
+async def test_haystack_pipelines_run_it_and_it_round_trips_through_to_dict(
+    loaded: SearchClient, environment: None
+) -> None:
+    expected = (await loaded.search(QUERY, limit=3)).ids
+    component = hs.HybridSearchRetriever.from_settings(limit=3)
+    try:
+        sync_pipeline = Pipeline()
+        sync_pipeline.add_component("retriever", component)
+        result = await asyncio.to_thread(sync_pipeline.run, {"retriever": {"query": QUERY}})
+        assert [d.id for d in result["retriever"]["documents"]] == expected
+        async_pipeline = Pipeline()  # (haystack-ai 3: Pipeline.run_async runs run_async)
+        async_pipeline.add_component("retriever", hs.HybridSearchRetriever(client=loaded, limit=3))
+        result = await async_pipeline.run_async({"retriever": {"query": QUERY, "top_k": 1}})
+        assert [d.id for d in result["retriever"]["documents"]] == expected[:1]
+        restored = Pipeline.loads(sync_pipeline.dumps(), allowed_modules=["storage.integrations.haystack"])
+        again = await asyncio.to_thread(restored.run, {"retriever": {"query": QUERY, "filters": {"ticker": "MSFT"}}})
+        assert {d.meta["ticker"] for d in again["retriever"]["documents"]} == {"MSFT"}
+        restored.get_component("retriever").close()  # type: ignore[attr-defined]
+    finally:
+        component.close()
+    with pytest.raises(ConfigurationError, match="cannot be serialized"):
+        hs.HybridSearchRetriever(client=loaded).to_dict()
+
+
+@pytest.fixture(autouse=True)
+async def _no_leaked_loops() -> AsyncIterator[None]:
+    """Every retriever built from the environment is closed by its test: no bridge thread is left behind."""
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    yield
+    await asyncio.sleep(0)
+    left = [t for t in threading.enumerate() if t.name == "hybrid-search-bridge" and t.is_alive()]
+    assert not left or "hybrid-search-bridge" in before, left
