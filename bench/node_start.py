@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage.local_es import DEFAULT_VERSION, LocalElasticsearch, find_java_home
+from storage.local_es import LocalElasticsearch, default_version, find_java_home
 from storage.local_es._plugins import install_plugins
 
 
@@ -51,7 +51,7 @@ def start_seconds(version: str, plugins: bool, run: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--version", default=DEFAULT_VERSION)
+    parser.add_argument("--version", default=default_version())
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     build = build_seconds(args.version)

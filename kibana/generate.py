@@ -1,4 +1,7 @@
-"""Writes kibana/saved_objects.ndjson: two data views, seven Lens panels and the dashboard that holds them.
+"""Writes the Kibana saved objects: two data views, seven Lens panels and the dashboard that holds them.
+
+They ship inside the package (src/storage/kibana_saved_objects.ndjson: what `hybrid-search kibana-import`
+sends from an installed wheel); this generator stays here with the Kibana documentation.
 
     python kibana/generate.py            # rewrite the NDJSON
     python kibana/generate.py --check    # exit 1 if the committed file differs (the tests do this too)
@@ -14,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).with_name("saved_objects.ndjson")
+OUT = Path(__file__).parents[1] / "src" / "storage" / "kibana_saved_objects.ndjson"
 DOCS_VIEW = "hybrid-search-documents"
 TELEMETRY_VIEW = "hybrid-search-telemetry"
 LAYER = "layer1"

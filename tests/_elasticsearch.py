@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from storage.local_es import DEFAULT_VERSION, LocalElasticsearch, LocalElasticsearchError
+from storage.local_es import LocalElasticsearch, LocalElasticsearchError, default_version
 
 DOCKER_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch"
 
@@ -47,7 +47,7 @@ def _docker_answers() -> bool:
 @contextmanager
 def provide_elasticsearch() -> Iterator[ElasticsearchUnderTest]:
     """Yield a running Elasticsearch; stop whatever was started here, even on failure or interrupt."""
-    version = os.environ.get("ES_VERSION", DEFAULT_VERSION)
+    version = default_version()
     if os.environ.get("ES_URL"):
         yield ElasticsearchUnderTest(os.environ["ES_URL"], "ES_URL", version="(external)")
         return

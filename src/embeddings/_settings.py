@@ -23,7 +23,8 @@ __all__ = ["EmbeddingSettings", "LLMSettings", "RerankerSettings", "create_embed
 
 
 class EmbeddingSettings(BaseSettings):
-    """``EMBEDDINGS_PROVIDER=local`` (default, offline) | ``openai`` | ``hashing`` (tests only)."""
+    """``EMBEDDINGS_PROVIDER=local`` (default: a catalogue model on onnxruntime, offline once fetched) |
+    ``openai`` | ``hashing`` (tests only)."""
 
     model_config = SettingsConfigDict(env_prefix="EMBEDDINGS_", extra="ignore", frozen=True)
 

@@ -636,14 +636,17 @@ def mcp() -> None:
 @app.command("kibana-import")
 def kibana_import(
     kibana_url: Annotated[str, typer.Option(help="Kibana's URL.", envvar="KIBANA_URL")] = "http://127.0.0.1:5601",
-    file: Annotated[Path, typer.Option(help="The saved objects.")] = Path("kibana/saved_objects.ndjson"),
+    file: Annotated[
+        Path | None, typer.Option(help="Saved objects to send instead of the ones that ship with the package.")
+    ] = None,
     space: Annotated[str | None, typer.Option(help="A Kibana space id (default space if omitted).")] = None,
 ) -> None:
     """Import the data views and the dashboard into Kibana (saved-objects API, overwrite)."""
-    from ._kibana import import_saved_objects
+    from ._kibana import SAVED_OBJECTS, import_saved_objects, saved_objects
 
     try:
-        summary = asyncio.run(import_saved_objects(kibana_url, file.read_bytes(), filename=file.name, space=space))
+        body, name = (file.read_bytes(), file.name) if file is not None else (saved_objects(), SAVED_OBJECTS)
+        summary = asyncio.run(import_saved_objects(kibana_url, body, filename=name, space=space))
     except (OSError, ValueError) as exc:
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None

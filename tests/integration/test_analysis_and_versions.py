@@ -16,7 +16,7 @@ from elasticsearch import AsyncElasticsearch
 from embeddings import HashingEmbedder
 from storage import AnalyzerUnavailable, Document, IncompatibleServer, SearchClient, SearchSettings
 from storage._errors_map import map_es_error
-from storage.local_es import DEFAULT_VERSION, LocalElasticsearch
+from storage.local_es import VERSION_8, LocalElasticsearch
 
 CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
 DOCS = [
@@ -115,5 +115,5 @@ def test_the_9x_client_against_an_8x_server_is_incompatible_server() -> None:
                 await c.search("anything")
 
     assert CLIENT_MAJOR >= 9
-    with LocalElasticsearch(version=DEFAULT_VERSION, name=f"compat-{uuid.uuid4().hex[:6]}", ephemeral=True) as node:
+    with LocalElasticsearch(version=VERSION_8, name=f"compat-{uuid.uuid4().hex[:6]}", ephemeral=True) as node:
         asyncio.run(check(node.url))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.local_es import DEFAULT_VERSION, LocalElasticsearch, default_cache_dir, find_java_home
+from storage.local_es import LocalElasticsearch, default_cache_dir, default_version, find_java_home
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def _wait_gone(marker: str, timeout_s: float) -> list[int]:
 
 
 def _start_cli(name: str) -> tuple[subprocess.Popen[str], str]:
-    version = os.environ.get("ES_VERSION", DEFAULT_VERSION)
+    version = default_version()
     proc = subprocess.Popen(
         [sys.executable, "-m", "storage.local_es", "run", "--name", name, "--ephemeral", "--version", version],
         stdout=subprocess.PIPE,
@@ -72,7 +72,7 @@ def test_no_jvm_survives_an_interrupted_or_killed_launcher(sig: signal.Signals) 
         os.kill(pid, signal.SIGKILL)
     assert survivors == [], f"JVM(s) left running after {sig.name}: {survivors}"
     if sig == signal.SIGINT:
-        assert not (default_cache_dir() / "instances").joinpath(f"{DEFAULT_VERSION}-{name}").exists()
+        assert not (default_cache_dir() / "instances").joinpath(f"{default_version()}-{name}").exists()
 
 
 def test_stop_terminates_the_whole_process_group() -> None:

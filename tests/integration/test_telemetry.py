@@ -15,12 +15,13 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import OpenAIEmbedder
 from storage import Document, SearchClient, SearchSettings
+from storage._kibana import saved_objects
 from storage._resilience import ResiliencePolicy
 from storage._telemetry import TELEMETRY_FIELDS, TelemetrySink
 
 from .._faultproxy import FaultProxy
 
-KIBANA = Path(__file__).parents[2] / "kibana"
+KIBANA = Path(__file__).parents[2] / "kibana"  # the generator; the objects ship inside the package
 DOCS = [
     Document(id="a", text="revenue guidance cut", ticker="AAPL"),
     Document(id="b", text="cloud revenue grew", ticker="MSFT"),
@@ -28,7 +29,7 @@ DOCS = [
 
 
 def _saved_objects() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (KIBANA / "saved_objects.ndjson").read_text().splitlines()]
+    return [json.loads(line) for line in saved_objects().decode().splitlines()]
 
 
 def _fields_read_by_panels() -> set[str]:
@@ -59,7 +60,7 @@ def test_the_committed_saved_objects_are_the_generated_ones() -> None:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert (KIBANA / "saved_objects.ndjson").read_text() == module.render()
+    assert saved_objects().decode() == module.render()
     kinds = [o["type"] for o in _saved_objects()]
     assert kinds.count("index-pattern") == 2
     assert kinds.count("lens") == 7

@@ -30,15 +30,17 @@ Command line::
 """
 
 from ._cluster import LocalCluster, url_or_local
-from ._host import DEFAULT_VERSION, LocalElasticsearchError, default_cache_dir, find_java_home
+from ._host import VERSION_8, VERSION_9, LocalElasticsearchError, default_cache_dir, default_version, find_java_home
 from ._node import LocalElasticsearch
 
 __all__ = [
-    "DEFAULT_VERSION",
+    "VERSION_8",
+    "VERSION_9",
     "LocalCluster",
     "LocalElasticsearch",
     "LocalElasticsearchError",
     "default_cache_dir",
+    "default_version",
     "find_java_home",
     "url_or_local",
 ]

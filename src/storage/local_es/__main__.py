@@ -6,7 +6,6 @@ import argparse
 import atexit
 import contextlib
 import logging
-import os
 import signal
 import sys
 import time
@@ -15,10 +14,10 @@ from pathlib import Path
 from ._host import (
     DEFAULT_HEAP,
     DEFAULT_STOP_TIMEOUT_S,
-    DEFAULT_VERSION,
     LocalElasticsearchError,
     _stop_group,
     default_cache_dir,
+    default_version,
 )
 from ._node import LocalElasticsearch
 
@@ -28,7 +27,9 @@ def _main(argv: list[str] | None = None) -> int:
         prog="python -m storage.local_es", description="A local Elasticsearch on 127.0.0.1, without Docker."
     )
     parser.add_argument("command", choices=["run", "start", "stop", "fetch"])
-    parser.add_argument("--version", default=os.environ.get("ES_VERSION", DEFAULT_VERSION))
+    parser.add_argument(
+        "--version", default=default_version(), help="default: ES_VERSION, else the installed client's major"
+    )
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--heap", default=DEFAULT_HEAP)
     parser.add_argument("--name", default="cli", help="instance name (data and logs live per name)")

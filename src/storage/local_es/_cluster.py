@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from ._host import DEFAULT_HEAP, DEFAULT_VERSION, LocalElasticsearchError, _free_port, default_cache_dir
+from ._host import DEFAULT_HEAP, LocalElasticsearchError, _free_port, default_cache_dir, default_version
 from ._node import LocalElasticsearch
 
 __all__ = ["LocalCluster", "url_or_local"]
@@ -27,7 +27,7 @@ class LocalCluster:
 
     size: int = 3
     name: str = "cluster"
-    version: str = DEFAULT_VERSION
+    version: str = field(default_factory=default_version)
     heap: str = "384m"
     cache_dir: Path = field(default_factory=default_cache_dir)
     ephemeral: bool = True

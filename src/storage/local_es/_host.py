@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.metadata
 import logging
 import os
 import re
@@ -16,8 +17,10 @@ from pathlib import Path
 
 logger = logging.getLogger("storage.local_es")
 
-#: The newest 8.x integ-test distribution on Maven Central when this was written (8.19.x is what CI tests).
-DEFAULT_VERSION = "8.19.21"
+#: The newest 8.x and 9.x integ-test distributions on Maven Central when this was written (CI tests both;
+#: 9.4.0 and later were not published as integ-test-zip).
+VERSION_8 = "8.19.21"
+VERSION_9 = "9.3.8"
 #: Enough for tests and the demo; the machine has 2 cores and is shared with the embedding model.
 DEFAULT_HEAP = "512m"
 #: A cold JVM plus a first cluster-state write takes ~15-25 s on 2 cores; leave generous headroom.
@@ -29,6 +32,17 @@ _ARTIFACT = "org.elasticsearch.distribution.integ-test-zip:elasticsearch:{versio
 _PR_SET_PDEATHSIG = 1
 #: Elasticsearch refuses to run as root; when started by root, the launcher runs it as this system user.
 SERVICE_USER = "hybrid-es"
+
+
+def default_version() -> str:
+    """``ES_VERSION`` if set; else the server the installed Python client talks to: a 9.x client sends
+    ``compatible-with=9``, which 8.x servers refuse, so it gets :data:`VERSION_9`; an 8.x client gets
+    :data:`VERSION_8` (it also talks to 9.x servers, through REST compatibility)."""
+    explicit = os.environ.get("ES_VERSION")
+    if explicit:
+        return explicit
+    client = importlib.metadata.version("elasticsearch")
+    return VERSION_9 if int(client.split(".", 1)[0]) >= 9 else VERSION_8
 
 
 class LocalElasticsearchError(RuntimeError):

@@ -26,7 +26,6 @@ from ._host import (
     DEFAULT_HEAP,
     DEFAULT_START_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
-    DEFAULT_VERSION,
     LocalElasticsearchError,
     _chown_tree,
     _ensure_service_user,
@@ -34,6 +33,7 @@ from ._host import (
     _set_parent_death_signal,
     _stop_group,
     default_cache_dir,
+    default_version,
     find_java_home,
     logger,
 )
@@ -51,7 +51,8 @@ class LocalElasticsearch:
     the parent-death signal is tied to the thread that started the process.
     """
 
-    version: str = DEFAULT_VERSION
+    #: Default: ``ES_VERSION``, else the server the installed Python client talks to (default_version()).
+    version: str = field(default_factory=default_version)
     cache_dir: Path = field(default_factory=default_cache_dir)
     heap: str = DEFAULT_HEAP
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
