@@ -8,6 +8,9 @@ cd "$(dirname "$0")"
 REPO="$(pwd)"
 VENV="$REPO/.venv"
 ES_VERSION_MAIN="${ES_VERSION:-8.19.21}"
+# Downloads and instances of Elasticsearch, and the fetched embedding models, stay in this checkout.
+export ES_LOCAL_CACHE="${ES_LOCAL_CACHE:-$REPO/.cache/elasticsearch}"
+export EMBEDDINGS_CACHE_DIR="${EMBEDDINGS_CACHE_DIR:-$REPO/.cache/models}"
 # Newest 9.x found on Maven Central (9.4.0 and later were not published as integ-test-zip at the time of writing).
 ES_VERSION_NEXT="${ES_VERSION_NEXT:-9.3.8}"
 
@@ -40,18 +43,19 @@ setup() {
   fi
 }
 
-# Any JVM still running from this checkout's Elasticsearch cache is a leak.
+# Any JVM still running from this checkout's Elasticsearch cache (or the launcher's default one, which the
+# installed-wheel test uses) is a leak.
 check_no_jvm_left() {
-  "$VENV/bin/python" - "$REPO/.cache/elasticsearch" <<'PY'
+  "$VENV/bin/python" - "$ES_LOCAL_CACHE" "$("$VENV/bin/python" -c 'import os; os.environ.pop("ES_LOCAL_CACHE", None); from storage.local_es import default_cache_dir; print(default_cache_dir())')" <<'PY'
 import pathlib, sys
-marker = sys.argv[1].encode()
+markers = [m.encode() for m in sys.argv[1:] if m]
 leaked = []
 for proc in pathlib.Path("/proc").iterdir():
     try:
         cmd = (proc / "cmdline").read_bytes()
     except OSError:
         continue
-    if proc.name.isdigit() and marker in cmd and b"org.elasticsearch" in cmd:
+    if proc.name.isdigit() and any(m in cmd for m in markers) and b"org.elasticsearch" in cmd:
         leaked.append(proc.name)
 if leaked:
     sys.exit(f"error: Elasticsearch JVM(s) left running: pids {' '.join(leaked)}")

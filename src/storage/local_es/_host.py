@@ -50,9 +50,31 @@ class LocalElasticsearchError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    """``$ES_LOCAL_CACHE`` if set, else ``./.cache/elasticsearch`` under the current directory."""
+    """``$ES_LOCAL_CACHE`` if set; else the user's cache folder (``~/.cache/hybrid-search/elasticsearch`` on
+    Linux: one download for every project and directory). As root, ``/var/cache/hybrid-search/elasticsearch``:
+    Elasticsearch then runs as an unprivileged user, who must be able to reach it (``/root`` is private)."""
     env = os.environ.get("ES_LOCAL_CACHE")
-    return Path(env) if env else Path.cwd() / ".cache" / "elasticsearch"
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/cache/hybrid-search/elasticsearch")
+    from platformdirs import user_cache_path
+
+    return Path(user_cache_path("hybrid-search", appauthor=False)) / "elasticsearch"
+
+
+def unreachable_by(user: str, *paths: Path) -> Path | None:
+    """The first directory on the way to ``paths`` that ``user`` cannot enter (no search permission for it,
+    as owner or as anyone else), or None when every path can be reached."""
+    import pwd
+
+    uid = pwd.getpwnam(user).pw_uid
+    for path in paths:
+        for directory in reversed(path.resolve().parents):
+            mode, owner = directory.stat().st_mode, directory.stat().st_uid
+            if not (mode & (0o100 if owner == uid else 0o001)):
+                return directory
+    return None
 
 
 def required_java_major(version: str) -> int:

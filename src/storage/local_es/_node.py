@@ -36,6 +36,7 @@ from ._host import (
     default_version,
     find_java_home,
     logger,
+    unreachable_by,
 )
 from ._plugins import install_plugins
 
@@ -233,6 +234,13 @@ class LocalElasticsearch:
         run_as: str | None = None
         if os.geteuid() == 0:
             run_as = _ensure_service_user()
+            if (blocked := unreachable_by(run_as, home / "bin", self.instance_dir)) is not None:
+                raise LocalElasticsearchError(
+                    f"Elasticsearch refuses to run as root, so it runs as the user {run_as!r}, who cannot enter "
+                    f"{blocked} (mode {blocked.stat().st_mode & 0o777:o}): set ES_LOCAL_CACHE to a directory "
+                    f"it can reach (e.g. /var/cache/hybrid-search/elasticsearch, the default for root), or "
+                    f"`chmod o+x {blocked}`"
+                )
             _chown_tree(self.instance_dir, run_as)  # data, logs and its config (keystore, jvm.options.d)
             env["HOME"] = str(self.instance_dir)
         out = (logs / "console.log").open("ab")

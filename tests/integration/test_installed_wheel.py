@@ -1,0 +1,146 @@
+"""The wheel is the product: built from this checkout, installed into a new virtual environment in a
+temporary directory (not editable, the checkout nowhere on ``sys.path``), it runs ``hybrid-search demo``
+and the README's first example there, as a new user would — once with the client pip picks, once with the
+8.x client. Everything it needs at run time comes from the wheel or is fetched (and verified) by it: the
+launcher's plugin sources, the Kibana objects, the default model (from Maven Central), Elasticsearch."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).parents[2]
+FIRST_EXAMPLE = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.DOTALL)[0]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(ROOT)],
+        check=True,
+        timeout=600,
+    )
+    (built,) = out.glob("hybrid_search_es-*.whl")
+    return built
+
+
+def _clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """A user's environment: no PYTHONPATH, no ES_URL, none of our settings (the launcher's cache is its
+    default; the model cache a new one); their pip cache and registry. Our code runs with warnings as
+    errors (pip does not: it warns about itself)."""
+    keep = ("PATH", "HOME", "LANG", "PIP_CERT", "PIP_INDEX_URL", "PIP_FIND_LINKS", "SSL_CERT_FILE", "JAVA_HOME")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(EMBEDDINGS_CACHE_DIR=str(home / "models"), COLUMNS="200")
+    env.update(extra)
+    return env
+
+
+def _ours(home: Path, **extra: str) -> dict[str, str]:
+    return _clean_env(home, PYTHONWARNINGS="error", **extra)
+
+
+@pytest.fixture(params=["pip's choice", "8.x client"])
+def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
+    """(the venv's bin/, a working directory outside the checkout, the elasticsearch-py version installed)."""
+    home = tmp_path / "user"
+    home.mkdir()
+    venv.create(tmp_path / "venv", with_pip=True)
+    bin_dir = tmp_path / "venv" / "bin"
+    pins = ["elasticsearch[async]>=8.14,<9"] if request.param == "8.x client" else []
+    subprocess.run(
+        [str(bin_dir / "pip"), "install", "--quiet", "--disable-pip-version-check", str(wheel), *pins],
+        check=True,
+        timeout=900,
+        env=_clean_env(home),
+    )
+    client = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import elasticsearch; print(elasticsearch.__versionstr__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=home,
+        env=_clean_env(home),
+    ).stdout.strip()
+    print(f"\n{request.param}: elasticsearch-py {client}")
+    yield bin_dir, home, client
+    shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+
+
+def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(installed: tuple[Path, Path, str]) -> None:
+    bin_dir, home, client = installed
+    where = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import storage; print(storage.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=_clean_env(home),
+        check=True,
+    ).stdout
+    assert str(ROOT) not in where  # the installed copy, not the checkout
+    demo = subprocess.run(
+        [str(bin_dir / "hybrid-search"), "demo"],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=_clean_env(home),
+        timeout=900,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    expected_server = "9." if client.startswith("9.") else "8."
+    assert f"starting a local Elasticsearch {expected_server}" in demo.stdout  # the server follows the client
+    assert re.search(r"^ 1\. \S+\s+demo-aapl-guidance", demo.stdout, flags=re.MULTILINE), demo.stdout
+    # The README's first example, against a server the installed launcher starts (and stops).
+    python = str(bin_dir / "python")
+    start = subprocess.run(
+        [python, "-m", "storage.local_es", "start", "--name", "readme"],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=_clean_env(home),
+        timeout=600,
+    )
+    assert start.returncode == 0, start.stdout + start.stderr
+    url = re.search(r"ES_URL=(\S+)", start.stdout)
+    assert url is not None, start.stdout
+    try:
+        (home / "example.py").write_text(FIRST_EXAMPLE)
+        example = subprocess.run(
+            [python, "example.py"],
+            capture_output=True,
+            text=True,
+            cwd=home,
+            env=_ours(home, ES_URL=url.group(1), ES_INDEX="readme-first"),
+            timeout=600,
+        )
+        assert example.returncode == 0, example.stdout + example.stderr
+        assert "aapl-1" in example.stdout
+        kibana = subprocess.run(
+            [python, "-c", "from storage._kibana import saved_objects; print(len(saved_objects().splitlines()))"],
+            capture_output=True,
+            text=True,
+            cwd=home,
+            env=_clean_env(home),
+            check=True,
+        )
+        assert int(kibana.stdout) == 10  # two data views, seven panels, the dashboard
+    finally:
+        stop = subprocess.run(
+            [python, "-m", "storage.local_es", "stop", "--name", "readme"],
+            capture_output=True,
+            text=True,
+            cwd=home,
+            env=_clean_env(home),
+            timeout=120,
+        )
+        assert stop.returncode == 0, stop.stdout + stop.stderr
