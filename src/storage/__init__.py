@@ -9,6 +9,8 @@ The front door::
         await client.index_documents([Document(id="1", title="...", text="...")], refresh=True)
         response = await client.search("revenue guidance cut", mode="hybrid", limit=10)
         answer = await client.answer("Why was the guidance cut?")   # needs a chat model (LLM_*)
+
+    report = await storage.tune(client, "judged/", apply=True)   # fit the fusion to judged queries
 """
 
 from ._answer import AnswerPrompt
@@ -60,10 +62,14 @@ from ._models import (
     SearchPage,
     SearchResponse,
     ShardReport,
+    TuneReport,
+    TuneRow,
 )
 from ._pipeline import SearchRequest
 from ._settings import RoundTrip, SearchSettings
 from ._syntax import QuerySyntaxError
+from ._tune import Judgments, load_judgments, tune
+from ._tuning import FusionSetting, default_grid
 
 __all__ = [
     "DEFAULT_RRF_K",
@@ -93,12 +99,14 @@ __all__ = [
     "Filter",
     "FusedHit",
     "FusionMethod",
+    "FusionSetting",
     "IncompatibleServer",
     "IndexNotFound",
     "IndexProgress",
     "IndexReport",
     "InvalidDocument",
     "InvalidQuery",
+    "Judgments",
     "LegHit",
     "LegReport",
     "ModelMismatch",
@@ -124,7 +132,12 @@ __all__ = [
     "TLSFailed",
     "Term",
     "Terms",
+    "TuneReport",
+    "TuneRow",
     "configure_ecs_logging",
     "correlation_id",
+    "default_grid",
     "fuse",
+    "load_judgments",
+    "tune",
 ]

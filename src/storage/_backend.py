@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -22,10 +23,15 @@ from ._errors_map import map_es_error, map_provider_error
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
 from ._tracing import AttrValue, span, tracing
+from ._tuning import FusionSetting
 
-__all__ = ["Backend", "without_request_spans"]
+__all__ = ["FUSION_RECHECK_S", "Backend", "without_request_spans"]
 
 T = TypeVar("T")
+
+#: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
+#: the index's mapping once): a new ``tune --apply`` reaches running clients within this.
+FUSION_RECHECK_S = 60.0
 
 
 def without_request_spans(es: AsyncElasticsearch) -> AsyncElasticsearch:
@@ -72,6 +78,9 @@ class Backend:
         #: not readable with these credentials). A concrete index's model never changes: kept for the
         #: client's life, so a search checks its kNN leg's index with a dict lookup.
         self.index_models: dict[str, str | None] = {}
+        #: Search target -> (when to look again, the fusion setting stored with it or None): what a search
+        #: uses for the parameters neither the call nor the settings fix (``storage._tuning``).
+        self.stored_fusions: dict[str, tuple[float, FusionSetting | None]] = {}
 
     @property
     def resilience(self) -> dict[str, Resilience]:
@@ -155,6 +164,35 @@ class Backend:
         model = str(recorded) if recorded is not None else None
         self.index_models[index] = model
         return model
+
+    async def stored_fusion(self, target: str) -> FusionSetting | None:
+        """The fusion setting stored with ``target``'s index (``_meta.fusion``, written by ``tune --apply``),
+        read at most once per :data:`FUSION_RECHECK_S` (so a new tuning reaches running clients within that),
+        None when there is none. A failed lookup never fails the search: the last value is used."""
+        cached = self.stored_fusions.get(target)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        stale = cached[1] if cached is not None else None
+        try:
+            resp = await self.es_call(lambda: self.es.options(ignore_status=404).indices.get_mapping(index=target))
+        except AccessDenied:
+            resp = None
+        except ClientClosed:
+            raise
+        except SearchError:
+            return stale
+        found = resp.body if resp is not None and resp.meta.status == 200 and isinstance(resp.body, dict) else {}
+        setting = None
+        for name in sorted(found, reverse=True):  # the newest version first
+            meta = found[name].get("mappings", {}).get("_meta", {}).get("fusion")
+            if isinstance(meta, dict):
+                try:
+                    setting = FusionSetting.from_meta(meta)
+                    break
+                except ValueError:
+                    continue
+        self.stored_fusions[target] = (time.monotonic() + FUSION_RECHECK_S, setting)
+        return setting
 
     def check_vectors(self, index: str, model: str | None) -> None:
         """The kNN leg's index holds vectors of another model than the query's: its hits would be noise."""

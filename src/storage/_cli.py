@@ -33,7 +33,7 @@ from embeddings import EmbeddingSettings, ProviderError, create_embedder
 
 from ._errors import ConfigurationError, SearchError
 from ._eval import beir_document, load_beir, read_jsonl_documents
-from ._models import Answer, AnswerDelta, Document, IndexProgress, SearchResponse
+from ._models import Answer, AnswerDelta, Document, IndexProgress, SearchResponse, TuneReport
 from ._settings import SearchSettings
 
 DEMO_CORPUS: tuple[Document, ...] = (
@@ -555,6 +555,97 @@ def eval_(
         return 0
 
     _run(go())
+
+
+# -- tune ----------------------------------------------------------------------------------------------
+
+
+@app.command()
+def tune(
+    folder: Annotated[Path, typer.Argument(help="BEIR layout: queries.jsonl, qrels/test.tsv (corpus.jsonl optional).")],
+    apply: Annotated[
+        bool, typer.Option(help="Store a significant winner with the index (every client uses it).")
+    ] = False,
+    folds: Annotated[int, typer.Option(help="Cross-validation folds over the queries.")] = 5,
+    filter_: Annotated[
+        list[str] | None, typer.Option("--filter", "-f", help="key=value applied to every retrieval (repeatable).")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tune on this tenant's documents.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole report as JSON.")] = False,
+) -> None:
+    """Fit the fusion (method, RRF k, per-leg weights, window) to judged queries: each query's legs retrieved
+    once, every setting fused in-process, cross-validated, tested against the current setting. Exit 0."""
+    from ._tune import load_judgments
+    from ._tune import tune as run_tune
+
+    async def go() -> int:
+        judged = load_judgments(folder)
+        async with _client() as client:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("retrieving the legs", total=len(judged.queries))
+
+                def progress(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                report = await run_tune(
+                    client,
+                    judged,
+                    folds=folds,
+                    filters=_parse_filters(filter_ or []) or None,
+                    tenant_id=tenant,
+                    apply=apply,
+                    on_query=progress,
+                )
+        if as_json:
+            out.print(report.model_dump_json(indent=2), markup=False)
+            return 0
+        print_tune_report(report)
+        return 0
+
+    _run(go())
+
+
+def print_tune_report(report: TuneReport) -> None:
+    title = (
+        f"{report.dataset} on {report.index}: {report.queries} judged queries, {report.grid_size} settings, "
+        f"{report.folds}-fold cross-validation (legs retrieved in {report.retrieval_seconds:.1f} s, "
+        f"fused in {report.fusion_seconds:.1f} s)"
+    )
+    table = Table(title=title, title_justify="left")
+    for col in ("setting", "nDCG@10", "gain", "95 % interval", "p"):
+        table.add_column(col, justify="left" if col == "setting" else "right")
+    current = report.current
+    table.add_row(f"current: {current.label}", f"{current.ndcg:.4f}", "-", "-", "-")
+    table.add_row("BM25 alone", f"{report.bm25_ndcg:.4f}", f"{report.bm25_ndcg - current.ndcg:+.4f}", "", "")
+    table.add_row("kNN alone", f"{report.knn_ndcg:.4f}", f"{report.knn_ndcg - current.ndcg:+.4f}", "", "")
+    cv = report.cross_validated
+    table.add_row(
+        f"{cv.label}", f"{cv.ndcg:.4f}", f"{cv.gain:+.4f}", f"{cv.low:+.4f} .. {cv.high:+.4f}", f"{cv.p_value:.3f}"
+    )
+    for row in report.table:
+        table.add_row(
+            row.label, f"{row.ndcg:.4f}", f"{row.gain:+.4f}", f"{row.low:+.4f} .. {row.high:+.4f}", f"{row.p_value:.3f}"
+        )
+    out.print(table)
+    for warning in report.warnings:
+        out.print(f"warning: {warning}", markup=False)
+    out.print(report.reason, markup=False)
+    if report.recommended is not None:
+        settings = report.recommended
+        weights = settings["weights"]
+        out.print(
+            f"settings: ES_FUSION={settings['method']} ES_RRF_K={settings['k']} ES_WINDOW={settings['window']} "
+            f"ES_BM25_WEIGHT={weights['bm25']:g} ES_KNN_WEIGHT={weights['knn']:g}"
+            + ("   (stored with the index: every client of the alias uses it)" if report.applied else ""),
+            markup=False,
+        )
 
 
 # -- demo ----------------------------------------------------------------------------------------------

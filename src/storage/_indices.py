@@ -20,7 +20,7 @@ from ._errors_map import error_type, incompatible_server
 from ._filters import FilterInput
 from ._logging import event
 from ._mapping import building_versions, index_body, next_index_name, versioned_index_name
-from ._pipeline.plan import filter_clauses, require_tenant
+from ._pipeline.plan import filter_clauses, fusion_in_force, require_tenant
 from ._pipeline.retrieve import error_reason
 
 __all__ = ["IndexManager", "write_index_of"]
@@ -79,6 +79,17 @@ class IndexManager:
         if not await self._create(name, embedder=embedder, analyzer=analyzer, meta=meta):
             raise ConfigurationError(f"index {name} was created meanwhile by someone else; call again")
         return name
+
+    async def store_fusion(self, fusion: Mapping[str, Any]) -> str:
+        """Store a fusion setting with the alias's write index (``_meta.fusion``): every client of the alias
+        uses it when neither the call nor its settings say otherwise. Returns the index written."""
+        current = await self.aliased()
+        if not current:
+            raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
+        index = write_index_of(self.alias, current)
+        await self.update_meta(index, {"fusion": dict(fusion)})
+        self._b.stored_fusions.pop(self.alias, None)
+        return index
 
     async def versions(self) -> dict[str, Any]:
         """Every versioned index of the alias (``<alias>-NNNNNN``), aliased or not: name -> its settings,
@@ -171,6 +182,8 @@ class IndexManager:
             building = building_versions(await self.versions())
         except AccessDenied:
             building = []
+        # The fusion a search of the alias uses when the call passes none, and where each part comes from.
+        in_force, sources = fusion_in_force(b.settings, await b.stored_fusion(self.alias))
         out: dict[str, Any] = {
             "cluster": {
                 "name": cluster.get("cluster_name"),
@@ -199,6 +212,7 @@ class IndexManager:
                 for dep, r in b.resilience.items()
             },
             "embeddings": {"model": b.embedder.model_id, "dimensions": b.embedder.dimensions},
+            "fusion": {**in_force.to_meta(), "sources": sources},
         }
         if b.reranker is not None:
             out["reranker"] = {"model": b.reranker.model_id}

@@ -30,6 +30,8 @@ __all__ = [
     "SearchPage",
     "SearchResponse",
     "ShardReport",
+    "TuneReport",
+    "TuneRow",
     "embedding_text",
 ]
 
@@ -139,6 +141,59 @@ class IndexReport(BaseModel):
     @property
     def failed_ids(self) -> list[str]:
         return [f.id for f in self.failed]
+
+
+class TuneRow(BaseModel):
+    """One fusion setting's nDCG@10 over the judged queries, and its paired comparison with the current
+    setting (the gain, its 95 % bootstrap interval, the randomization test's p-value)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    setting: dict[str, Any]
+    label: str
+    ndcg: float
+    gain: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
+    p_value: float = 1.0
+
+
+class TuneReport(BaseModel):
+    """Outcome of :func:`storage.tune`: what the judged queries say about the index's fusion setting."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    index: str
+    #: Judged queries used (those with a judged document in the index), and those left out.
+    queries: int
+    queries_left_out: int = 0
+    judged_documents: int = 0
+    #: Judged documents the index does not hold (or not for the tenant): counted, never silently ignored.
+    judged_documents_missing: int = 0
+    grid_size: int
+    folds: int
+    #: The legs retrieved once per query; then every setting fused in-process.
+    retrieval_seconds: float
+    fusion_seconds: float
+    #: The setting searches use now (call arguments aside), and whether it is the one stored with the index.
+    current: TuneRow
+    current_stored: bool = False
+    bm25_ndcg: float
+    knn_ndcg: float
+    #: The estimate of choosing by judgments: each fold's setting chosen on the other folds, scored on its own
+    #: queries; its gain over the current setting, interval and p-value. What a new query can expect.
+    cross_validated: TuneRow
+    #: The best setting on all the judged queries (what ``change`` recommends), and the best rows of the grid.
+    best: TuneRow
+    table: list[TuneRow]
+    decision: Literal["change", "keep"]
+    reason: str
+    #: The setting to use (``decision == "change"``), as stored with the index.
+    recommended: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    #: Stored with the index (``apply=True`` and a significant change).
+    applied: bool = False
 
 
 class IndexProgress(BaseModel):
@@ -353,6 +408,10 @@ class SearchResponse(BaseModel):
     #: Documents found by both legs among the candidates.
     overlap: int
     fusion: dict[str, Any]
+    #: Where each fusion parameter (method, k, weights, window) came from: ``call`` (an argument),
+    #: ``settings`` (set explicitly: ``ES_FUSION``...), ``index`` (tuned and stored with the index by
+    #: ``hybrid-search tune --apply``) or ``default``.
+    fusion_sources: dict[str, str] = Field(default_factory=dict)
     #: A leg failed (``legs_failed``) or the rerank stage did (``rerank.ok`` is False): the hits are what
     #: the rest could give.
     degraded: bool = False

@@ -12,12 +12,14 @@ something; the response says which tier served.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from .._backend import Backend
 from .._errors import PartialResults, SearchError
 from .._logging import query_hash
 from .._models import SearchResponse
 from .._tracing import AttrValue, decided_once, span
+from .._tuning import FusionSetting
 from .enrich import Enricher, Fetched, page_hits
 from .fuse import fuse_legs, raise_if_failed
 from .plan import Plan, SearchRequest, filter_clauses, plan_search
@@ -36,16 +38,25 @@ class SearchPipeline:
         self.reranker = RerankStage(backend)
         self.enricher = Enricher(backend)
 
-    def plan(self, request: SearchRequest) -> Plan:
-        return plan_search(request, self._b.settings, has_reranker=self._b.reranker is not None)
+    def plan(self, request: SearchRequest, stored: FusionSetting | None = None) -> Plan:
+        return plan_search(request, self._b.settings, has_reranker=self._b.reranker is not None, stored=stored)
+
+    async def stored_fusion(self, request: SearchRequest) -> FusionSetting | None:
+        """The fusion stored with the request's index (a dict lookup, but once a minute)."""
+        target = request.index or self._b.settings.index
+        cached = self._b.stored_fusions.get(target)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        return await self._b.stored_fusion(target)
 
     async def run(self, request: SearchRequest) -> SearchResponse:
         self._b.check_open()
+        stored = await self.stored_fusion(request)
         with decided_once() as recording:  # whether the search's spans record: asked once, read by each
-            return await self._run(request, recording)
+            return await self._run(request, recording, stored)
 
-    async def _run(self, request: SearchRequest, recording: bool) -> SearchResponse:
-        state = SearchState(plan=self.plan(request))
+    async def _run(self, request: SearchRequest, recording: bool, stored: FusionSetting | None) -> SearchResponse:
+        state = SearchState(plan=self.plan(request, stored))
         plan = state.plan
         tiers = [plan] + [
             dataclasses.replace(plan, clauses=filter_clauses(scope, plan.tenant_id) + plan.syntax_clauses)

@@ -21,8 +21,18 @@ from .._queries import BM25_FIELDS
 from .._settings import RoundTrip, SearchSettings
 from .._syntax import parse_query
 from .._text import clean_query
+from .._tuning import FusionSetting, FusionSource
 
-__all__ = ["Plan", "QuerySyntax", "SearchRequest", "filter_clauses", "plan_search", "require_tenant", "valid_target"]
+__all__ = [
+    "Plan",
+    "QuerySyntax",
+    "SearchRequest",
+    "filter_clauses",
+    "fusion_in_force",
+    "plan_search",
+    "require_tenant",
+    "valid_target",
+]
 
 #: ``plain``: the text as words and "phrases" (default); ``boolean``: the query syntax of storage._syntax.
 QuerySyntax = Literal["plain", "boolean"]
@@ -97,6 +107,9 @@ class Plan:
     recover: bool = False
     #: Rerank the first ``rerank_candidates`` fused hits (0 when the stage is off).
     rerank_candidates: int = 0
+    #: Where each fusion parameter came from: ``call``, ``settings``, ``index`` (tuned and stored with the
+    #: index: ``hybrid-search tune --apply``) or ``default``.
+    fusion_sources: dict[str, FusionSource] = field(default_factory=dict)
 
     @property
     def rerank(self) -> bool:
@@ -133,19 +146,71 @@ def valid_target(index: str) -> str:
     return index
 
 
-def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranker: bool) -> Plan:
-    """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one."""
+#: The settings fields behind each fusion parameter.
+_FUSION_FIELDS = {
+    "method": ("fusion",),
+    "k": ("rrf_k",),
+    "weights": ("bm25_weight", "knn_weight"),
+    "window": ("window",),
+}
+
+
+def fusion_in_force(
+    settings: SearchSettings, stored: FusionSetting | None, request: SearchRequest | None = None
+) -> tuple[FusionSetting, dict[str, FusionSource]]:
+    """The fusion a search uses, parameter by parameter: the call's argument, else an explicitly set setting
+    (``ES_FUSION``..., or a field given to :class:`SearchSettings`), else the setting stored with the index
+    (tuned), else the library's default. Returns it (the call's weights, a partial override validated by
+    :func:`plan_search`, are not merged in) and where each parameter came from."""
+    given = settings.model_fields_set
+    call = {
+        "method": request.fusion if request else None,
+        "k": request.rrf_k if request else None,
+        "weights": request.weights if request else None,
+        "window": request.window if request else None,
+    }
+    below: dict[str, FusionSource] = {
+        param: "settings" if any(f in given for f in fields) else "index" if stored is not None else "default"
+        for param, fields in _FUSION_FIELDS.items()
+    }
+    sources: dict[str, FusionSource] = {p: "call" if call[p] is not None else below[p] for p in _FUSION_FIELDS}
+    index = stored if stored is not None else FusionSetting()
+
+    def value(param: str, configured: Any, tuned: Any) -> Any:
+        if sources[param] == "call":
+            return call[param]
+        return tuned if below[param] == "index" else configured
+
+    weights = (
+        index.weights if below["weights"] == "index" else {"bm25": settings.bm25_weight, "knn": settings.knn_weight}
+    )
+    setting = FusionSetting(
+        method=value("method", settings.fusion, index.method),
+        k=value("k", settings.rrf_k, index.k),
+        bm25_weight=weights["bm25"],
+        knn_weight=weights["knn"],
+        window=value("window", settings.window, index.window),
+    )
+    return setting, sources
+
+
+def plan_search(
+    request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, stored: FusionSetting | None = None
+) -> Plan:
+    """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``stored``:
+    the fusion setting stored with the index (see :func:`fusion_in_force`)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
-    method: FusionMethod = r.fusion or s.fusion
+    in_force, sources = fusion_in_force(s, stored, r)
+    method: FusionMethod = in_force.method
     if method not in _FUSIONS:
         raise InvalidQuery(f"fusion must be one of {_FUSIONS}, got {method!r}")
     trip: RoundTrip = r.round_trip or s.round_trip
     if trip not in _ROUND_TRIPS:
         raise InvalidQuery(f"round_trip must be one of {_ROUND_TRIPS}, got {trip!r}")
-    win = r.window if r.window is not None else s.window
-    k = r.rrf_k if r.rrf_k is not None else s.rrf_k
+    win = in_force.window
+    k = in_force.k
     candidates = r.num_candidates if r.num_candidates is not None else s.num_candidates
     if not 1 <= win <= 10_000:
         raise InvalidQuery("window must be between 1 and 10000")
@@ -161,7 +226,7 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
     if not win <= candidates <= 10_000:
         candidates = min(max(candidates, win), 10_000)
     rerank_candidates = _rerank_candidates(r, s, has_reranker)
-    leg_weights = {"bm25": s.bm25_weight, "knn": s.knn_weight}
+    leg_weights = in_force.weights
     if r.weights:
         unknown = set(r.weights) - set(leg_weights)
         if unknown:
@@ -208,6 +273,7 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
         syntax_clauses=syntax_clauses,
         recover=r.recover,
         rerank_candidates=rerank_candidates,
+        fusion_sources=sources,
     )
 
 

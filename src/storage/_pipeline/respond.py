@@ -71,6 +71,7 @@ def build_response(
                 "window": plan.window,
                 "num_candidates": plan.candidates,
             },
+            "fusion_sources": plan.fusion_sources,
             "degraded": bool(fused.failed) or rerank_failed,
             "legs_failed": sorted(fused.failed),
             "degraded_reason": reason,

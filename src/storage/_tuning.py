@@ -1,0 +1,246 @@
+"""Choosing a fusion setting from judged queries, honestly. Pure: no I/O (the shell is ``_tune``).
+
+::
+
+    legs (each query's BM25 and kNN lists, retrieved once) ─fuse every setting─▶ nDCG@10 per (setting, query)
+        ─k-fold CV─▶ what a new query can expect from choosing on judgments ─paired tests─▶ change or keep
+
+- **Fusion** of a setting re-uses the client's own functions (:func:`storage._fusion.fused_list`) on the
+  recorded lists cut to the setting's window: a grid of a few hundred settings over 300 queries costs
+  seconds, not a search per setting.
+- **Cross-validation** over queries: each fold's setting is chosen on the other folds' queries and scored on
+  its own, so the estimate is what choosing on judgments gives a query that did not choose (the best of the
+  grid on the queries that chose it is biased up).
+- **Paired tests** against the current setting, query by query: a bootstrap confidence interval on the gain
+  and a randomization (sign-flip) test. A change is recommended only when it is significant.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from ._fusion import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
+
+__all__ = [
+    "MIN_QUERIES",
+    "CrossValidation",
+    "FusionSetting",
+    "FusionSource",
+    "Paired",
+    "cross_validate",
+    "default_grid",
+    "fold_of",
+    "fuse_top",
+    "ndcg_at_10",
+    "paired_test",
+]
+
+#: Fewer judged queries than this: the choice is not trustworthy (one or two queries swing a fold's mean by
+#: more than the differences between settings); tuning reports, warns and never applies.
+MIN_QUERIES = 20
+#: Where a search's fusion parameter came from, highest precedence first.
+FusionSource = Literal["call", "settings", "index", "default"]
+_METHODS: tuple[str, ...] = get_args(FusionMethod)
+
+
+@dataclass(frozen=True, slots=True)
+class FusionSetting:
+    """One fusion setting: what a search fuses with (and what a tuned index stores)."""
+
+    method: FusionMethod = "rrf"
+    k: int = DEFAULT_RRF_K
+    bm25_weight: float = 1.0
+    knn_weight: float = 1.0
+    window: int = 50
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {"bm25": self.bm25_weight, "knn": self.knn_weight}
+
+    def label(self) -> str:
+        k = f" k={self.k}" if self.method == "rrf" else ""
+        return f"{self.method}{k} window={self.window} bm25:knn={self.bm25_weight:g}:{self.knn_weight:g}"
+
+    def to_meta(self) -> dict[str, Any]:
+        return {"method": self.method, "k": self.k, "weights": self.weights, "window": self.window}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> FusionSetting:
+        """A stored setting (an index's ``_meta.fusion``); ``ValueError`` when it is not a valid one."""
+        method, weights = meta.get("method"), meta.get("weights") or {}
+        if method not in _METHODS or not isinstance(weights, Mapping):
+            raise ValueError(f"not a fusion setting: {dict(meta)!r}")
+        setting = cls(
+            method=method,
+            k=int(meta.get("k", DEFAULT_RRF_K)),
+            bm25_weight=float(weights.get("bm25", 1.0)),
+            knn_weight=float(weights.get("knn", 1.0)),
+            window=int(meta.get("window", 50)),
+        )
+        values = (setting.bm25_weight, setting.knn_weight)
+        if setting.k < 1 or not 1 <= setting.window <= 10_000 or not all(0 <= w < math.inf for w in values):
+            raise ValueError(f"not a fusion setting: {dict(meta)!r}")
+        return setting
+
+
+def default_grid(
+    *,
+    windows: Sequence[int] = (20, 50, 100),
+    rrf_ks: Sequence[int] = (5, 10, 20, 40, 60, 100),
+    weights: Sequence[tuple[float, float]] = ((1, 1), (1, 0.75), (0.75, 1), (1, 0.5), (0.5, 1), (1, 0.25), (0.25, 1)),
+    methods: Sequence[FusionMethod] = ("rrf", "linear_minmax", "linear_zscore", "dbsf"),
+) -> list[FusionSetting]:
+    """The settings tried by default: every method, RRF k, weight pair and window (189), plus each leg alone
+    (a corpus where one leg is far better should be allowed to say so)."""
+    grid: list[FusionSetting] = []
+    for window in windows:
+        for method in methods:
+            for k in rrf_ks if method == "rrf" else (DEFAULT_RRF_K,):
+                grid += [FusionSetting(method, k, float(b), float(n), window) for b, n in weights]
+    top = max(windows)
+    grid += [FusionSetting("rrf", DEFAULT_RRF_K, 1.0, 0.0, top), FusionSetting("rrf", DEFAULT_RRF_K, 0.0, 1.0, top)]
+    return grid
+
+
+def fuse_top(legs: Mapping[str, LegColumns], setting: FusionSetting, n: int = 10) -> list[str]:
+    """The first ``n`` ids of ``legs`` (each cut to the setting's window) fused with ``setting``."""
+    cut = {leg: (ids[: setting.window], scores[: setting.window]) for leg, (ids, scores) in legs.items()}
+    weights = {leg: setting.weights[leg] for leg in cut}
+    return fused_list(cut, method=setting.method, k=setting.k, weights=weights).top_ids(n)
+
+
+def ndcg_at_10(qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]]) -> dict[str, float]:
+    """nDCG@10 of each judged query (0.0 for a judged query with no ranking), by ir-measures."""
+    import ir_measures
+    from ir_measures import nDCG
+
+    run = {qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in ranked.items() if ids}
+    out = dict.fromkeys(qrels, 0.0)
+    for metric in ir_measures.iter_calc([nDCG @ 10], qrels, run):
+        out[metric.query_id] = float(metric.value)
+    return out
+
+
+def fold_of(queries: Sequence[str], folds: int, seed: int) -> list[int]:
+    """Each query's fold (0..folds-1): a seeded shuffle dealt round-robin, so folds differ by one at most."""
+    order = list(range(len(queries)))
+    random.Random(seed).shuffle(order)
+    out = [0] * len(queries)
+    for position, query in enumerate(order):
+        out[query] = position % folds
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CrossValidation:
+    """What k-fold cross-validation found."""
+
+    #: Per query (in the matrix's column order): the held-out score of the setting its fold chose.
+    held_out: list[float]
+    #: Per fold: the setting (row index) chosen on the other folds' queries.
+    chosen: list[int]
+    #: Per query: its fold.
+    folds: list[int]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.held_out)) if self.held_out else 0.0
+
+
+def best_on(matrix: np.ndarray[Any, np.dtype[np.float64]], queries: Sequence[int], prefer: int) -> int:
+    """The row with the best mean over ``queries``; a tie keeps ``prefer`` (the current setting), then the
+    first row."""
+    means = matrix[:, list(queries)].mean(axis=1)
+    best = float(means.max())
+    return prefer if math.isclose(float(means[prefer]), best, abs_tol=1e-12) else int(np.argmax(means))
+
+
+def cross_validate(
+    matrix: np.ndarray[Any, np.dtype[np.float64]],
+    folds: Sequence[int],
+    *,
+    prefer: int = 0,
+    choose: Callable[[np.ndarray[Any, np.dtype[np.float64]], Sequence[int], int], int] = best_on,
+) -> CrossValidation:
+    """``matrix[setting, query]`` scores; ``folds[query]`` its fold. For each fold, ``choose`` sees only the
+    other folds' queries, and the chosen row is scored on the fold's own queries."""
+    n_folds = max(folds) + 1 if folds else 0
+    held_out = [0.0] * matrix.shape[1]
+    chosen: list[int] = []
+    for fold in range(n_folds):
+        test = [q for q, f in enumerate(folds) if f == fold]
+        train = [q for q, f in enumerate(folds) if f != fold]
+        row = choose(matrix, train, prefer)
+        chosen.append(row)
+        for q in test:
+            held_out[q] = float(matrix[row, q])
+    return CrossValidation(held_out=held_out, chosen=chosen, folds=list(folds))
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """A paired comparison of per-query scores: ``candidate - baseline``."""
+
+    gain: float
+    #: The 95 % bootstrap interval of the mean gain (percentiles of resampled queries).
+    low: float
+    high: float
+    #: Two-sided randomization test: how often flipping the signs of the per-query differences at random
+    #: gives a mean gain at least this large.
+    p_value: float
+    queries: int = field(default=0)
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.p_value < alpha and (self.low > 0 or self.high < 0)
+
+
+def paired_test(
+    candidate: Sequence[float], baseline: Sequence[float], *, resamples: int = 10_000, seed: int = 0
+) -> Paired:
+    """Bootstrap interval and randomization p-value of the mean per-query gain of ``candidate``."""
+    diff = np.asarray(candidate, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
+    n = diff.size
+    if n == 0:
+        return Paired(0.0, 0.0, 0.0, 1.0, 0)
+    rng = np.random.default_rng(seed)
+    observed = float(diff.mean())
+    boot = diff[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    low, high = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, n))
+    flipped = np.abs((signs * diff).mean(axis=1))
+    p_value = float((np.count_nonzero(flipped >= abs(observed) - 1e-12) + 1) / (resamples + 1))
+    return Paired(observed, low, high, p_value, n)
+
+
+def score_matrix(
+    grid: Sequence[FusionSetting],
+    legs: Mapping[str, Mapping[str, LegColumns]],
+    qrels: Mapping[str, Mapping[str, int]],
+    *,
+    on_setting: Callable[[], None] | None = None,
+) -> tuple[list[str], np.ndarray[Any, np.dtype[np.float64]]]:
+    """(the judged query ids, ``matrix[setting, query]`` = nDCG@10 of the query fused with the setting)."""
+    queries = sorted(qrels)
+    matrix = np.zeros((len(grid), len(queries)), dtype=np.float64)
+    for row, setting in enumerate(grid):
+        ranked = {qid: fuse_top(legs[qid], setting) for qid in queries if qid in legs}
+        scores = ndcg_at_10({q: qrels[q] for q in queries}, ranked)
+        matrix[row] = [scores[q] for q in queries]
+        if on_setting is not None:
+            on_setting()
+    return queries, matrix
+
+
+def leg_only(legs: Mapping[str, Mapping[str, LegColumns]], leg: str) -> dict[str, list[str]]:
+    """Each query's ranking by one leg alone (its top ten)."""
+    return {qid: list(by_leg[leg][0][:10]) for qid, by_leg in legs.items() if leg in by_leg}
+
+
+def unique(settings: Iterable[FusionSetting]) -> list[FusionSetting]:
+    return list(dict.fromkeys(settings))
