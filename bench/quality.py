@@ -112,7 +112,7 @@ async def evaluate_set(url: str, folder: Path, cache_dir: Path, model: str) -> d
             legs[qid] = {}
             for mode in ("bm25", "knn"):
                 res = await client.search(text, mode=mode, limit=DEPTH, window=DEPTH, highlight=False)
-                legs[qid][mode] = [LegHit(h.id, h.score) for h in res.hits]
+                legs[qid][mode] = [LegHit(h.id, h.leg_scores[mode]) for h in res.hits]  # the raw leg score
             res = await client.search(text, highlight=False)  # the defaults: hybrid, rrf, window 50, limit 10
             assert not res.degraded, res.degraded_reason
             defaults[qid] = [h.id for h in res.hits]

@@ -184,7 +184,8 @@ class TuneReport(BaseModel):
     #: The estimate of choosing by judgments: each fold's setting chosen on the other folds, scored on its own
     #: queries; its gain over the current setting, interval and p-value. What a new query can expect.
     cross_validated: TuneRow
-    #: The best setting on all the judged queries (what ``change`` recommends), and the best rows of the grid.
+    #: What the rule picks on all the judged queries: the grid's best setting if it beats the current one
+    #: significantly, else the current one (what ``change`` recommends); and the grid's best rows by nDCG@10.
     best: TuneRow
     table: list[TuneRow]
     decision: Literal["change", "keep"]

@@ -38,6 +38,7 @@ from ._tuning import (
     ndcg_at_10,
     paired_test,
     score_matrix,
+    switch_if_significant,
     unique,
 )
 
@@ -140,11 +141,12 @@ async def tune(
     started = time.perf_counter()
     queries, matrix = score_matrix(grid, legs, usable)
     folds = min(folds, len(queries)) if queries else folds
-    cv = cross_validate(matrix, fold_of(queries, folds, seed), prefer=0) if queries else None
+    chooser = switch_if_significant(alpha, seed=seed)
+    cv = cross_validate(matrix, fold_of(queries, folds, seed), prefer=0, choose=chooser) if queries else None
     fusion_s = time.perf_counter() - started
     baseline = matrix[0] if queries else []
     means = matrix.mean(axis=1) if queries else [0.0] * len(grid)
-    best = int(max(range(len(grid)), key=lambda row: (float(means[row]), row == 0, -row)))
+    best = chooser(matrix, list(range(len(queries))), 0) if queries else 0  # the rule, on every query
     order = sorted(range(len(grid)), key=lambda row: -float(means[row]))[:TABLE_ROWS]
     rows = [_row(grid[r], matrix[r] if queries else [], baseline, seed) for r in order]
     cv_test = paired_test(cv.held_out, baseline, seed=seed) if cv is not None else Paired(0.0, 0.0, 0.0, 1.0, 0)
@@ -224,19 +226,22 @@ def _row(setting: FusionSetting, scores: Sequence[float], baseline: Sequence[flo
 def _decide(
     queries: int, min_queries: int, cv: Paired, alpha: float, best: FusionSetting, current: FusionSetting
 ) -> tuple[Literal["change", "keep"], str]:
+    """``change`` only with enough queries, a setting that beats the current one significantly on them all,
+    and a cross-validated gain that is significant too (the rule helps queries that did not choose)."""
     if queries < min_queries:
         return "keep", f"keep the current setting: {queries} judged queries are too few to choose on (< {min_queries})"
-    if best == current:
-        return "keep", "keep the current setting: it is the best of the grid on these queries"
-    if not cv.significant(alpha) or cv.gain <= 0:
-        return "keep", (
-            f"keep the current setting: choosing on judgments gains {cv.gain:+.4f} nDCG@10 on held-out queries "
-            f"(95 % interval {cv.low:+.4f} to {cv.high:+.4f}, p = {cv.p_value:.3f}): not significant at {alpha}"
-        )
-    return "change", (
-        f"use {best.label()}: choosing on judgments gains {cv.gain:+.4f} nDCG@10 on held-out queries "
-        f"(95 % interval {cv.low:+.4f} to {cv.high:+.4f}, p = {cv.p_value:.3f})"
+    held_out = (
+        f"on held-out queries the rule gains {cv.gain:+.4f} nDCG@10 (95 % interval {cv.low:+.4f} to "
+        f"{cv.high:+.4f}, p = {cv.p_value:.3f})"
     )
+    if best == current:
+        return "keep", f"keep the current setting: no setting of the grid beats it significantly ({held_out})"
+    if not cv.significant(alpha) or cv.gain <= 0:
+        return (
+            "keep",
+            f"keep the current setting: {best.label()} wins on these queries, but {held_out}: not significant",
+        )
+    return "change", f"use {best.label()}: {held_out}"
 
 
 async def _apply(client: SearchClient, report: TuneReport, setting: FusionSetting, dataset: str) -> TuneReport:

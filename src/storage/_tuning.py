@@ -39,6 +39,7 @@ __all__ = [
     "fuse_top",
     "ndcg_at_10",
     "paired_test",
+    "switch_if_significant",
 ]
 
 #: Fewer judged queries than this: the choice is not trustworthy (one or two queries swing a fold's mean by
@@ -161,6 +162,26 @@ def best_on(matrix: np.ndarray[Any, np.dtype[np.float64]], queries: Sequence[int
     return prefer if math.isclose(float(means[prefer]), best, abs_tol=1e-12) else int(np.argmax(means))
 
 
+def switch_if_significant(
+    alpha: float = 0.05, *, resamples: int = 2000, seed: int = 0
+) -> Callable[[np.ndarray[Any, np.dtype[np.float64]], Sequence[int], int], int]:
+    """The choice ``tune`` makes, as a chooser for :func:`cross_validate`: the best row on the queries given,
+    but only if it beats ``prefer`` (the current setting) significantly on them; else ``prefer``. Picking
+    the plain best of a few hundred near-equal settings fits the noise of the queries that choose (on SciFact
+    it lost 0.013 nDCG@10 on held-out folds against keeping the default); cross-validating the whole rule
+    measures what tuning really does."""
+
+    def choose(matrix: np.ndarray[Any, np.dtype[np.float64]], queries: Sequence[int], prefer: int) -> int:
+        best = best_on(matrix, queries, prefer)
+        if best == prefer:
+            return prefer
+        columns = list(queries)
+        test = paired_test(matrix[best, columns], matrix[prefer, columns], resamples=resamples, seed=seed)
+        return best if test.significant(alpha) and test.gain > 0 else prefer
+
+    return choose
+
+
 def cross_validate(
     matrix: np.ndarray[Any, np.dtype[np.float64]],
     folds: Sequence[int],
@@ -201,7 +222,11 @@ class Paired:
 
 
 def paired_test(
-    candidate: Sequence[float], baseline: Sequence[float], *, resamples: int = 10_000, seed: int = 0
+    candidate: Sequence[float] | np.ndarray[Any, np.dtype[np.float64]],
+    baseline: Sequence[float] | np.ndarray[Any, np.dtype[np.float64]],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
 ) -> Paired:
     """Bootstrap interval and randomization p-value of the mean per-query gain of ``candidate``."""
     diff = np.asarray(candidate, dtype=np.float64) - np.asarray(baseline, dtype=np.float64)
