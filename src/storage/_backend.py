@@ -32,6 +32,9 @@ T = TypeVar("T")
 #: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
 #: the index's mapping once): a new ``tune --apply`` reaches running clients within this.
 FUSION_RECHECK_S = 60.0
+#: A lookup of an index's metadata that failed (the search went on without it) is tried again after this:
+#: one lookup per few seconds while Elasticsearch struggles, not one per search.
+LOOKUP_RETRY_S = 5.0
 
 
 def without_request_spans(es: AsyncElasticsearch) -> AsyncElasticsearch:
@@ -149,18 +152,22 @@ class Backend:
     async def index_model(self, index: str, *, within: asyncio.Timeout | None = None) -> str | None:
         """The embedding model recorded in ``index``'s ``_meta`` (looked up once, then cached). A lookup that
         fails skips the check, never the search: for good without the privilege to read it
-        (``view_index_metadata``), for this search only otherwise."""
+        (``view_index_metadata``); otherwise the next search after :data:`LOOKUP_RETRY_S` tries again."""
         try:
-            resp = await self.es_call(lambda: self.es.indices.get_mapping(index=index), within=within)
+            resp = await self.es_call(
+                lambda: self.es.indices.get_mapping(index=index), within=within, deadline_s=self.settings.leg_timeout_s
+            )
         except AccessDenied:
             self.index_models[index] = None
             return None
         except ClientClosed:
             raise
         except SearchError:
+            self.index_models[index] = None
+            asyncio.get_running_loop().call_later(LOOKUP_RETRY_S, self.index_models.pop, index, None)
             return None
-        found: dict[str, Any] = next(iter(resp.body.values()), {}) if isinstance(resp.body, dict) else {}
-        recorded = found.get("mappings", {}).get("_meta", {}).get("embedding", {}).get("model_id")
+        embedding = _meta_of(resp.body, index).get("embedding")
+        recorded = embedding.get("model_id") if isinstance(embedding, dict) else None
         model = str(recorded) if recorded is not None else None
         self.index_models[index] = model
         return model
@@ -168,28 +175,33 @@ class Backend:
     async def stored_fusion(self, target: str) -> FusionSetting | None:
         """The fusion setting stored with ``target``'s index (``_meta.fusion``, written by ``tune --apply``),
         read at most once per :data:`FUSION_RECHECK_S` (so a new tuning reaches running clients within that),
-        None when there is none. A failed lookup never fails the search: the last value is used."""
+        None when there is none. A failed lookup never fails the search: the last value is kept, and looked
+        up again after :data:`LOOKUP_RETRY_S`."""
         cached = self.stored_fusions.get(target)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
         stale = cached[1] if cached is not None else None
         try:
-            resp = await self.es_call(lambda: self.es.options(ignore_status=404).indices.get_mapping(index=target))
+            resp = await self.es_call(
+                lambda: self.es.options(ignore_status=404).indices.get_mapping(index=target),
+                deadline_s=self.settings.leg_timeout_s,
+            )
         except AccessDenied:
             resp = None
         except ClientClosed:
             raise
         except SearchError:
+            self.stored_fusions[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
             return stale
         found = resp.body if resp is not None and resp.meta.status == 200 and isinstance(resp.body, dict) else {}
         setting = None
         for name in sorted(found, reverse=True):  # the newest version first
-            meta = found[name].get("mappings", {}).get("_meta", {}).get("fusion")
+            meta = _meta_of(found, name).get("fusion")
             if isinstance(meta, dict):
                 try:
                     setting = FusionSetting.from_meta(meta)
                     break
-                except ValueError:
+                except (TypeError, ValueError):
                     continue
         self.stored_fusions[target] = (time.monotonic() + FUSION_RECHECK_S, setting)
         return setting
@@ -364,6 +376,17 @@ class Backend:
             stack = stacks.get(dependency, self.llm_resilience)
         with span(span_name, attrs):
             return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within)
+
+
+def _meta_of(mappings: Any, index: str) -> dict[str, Any]:
+    """``index``'s ``_meta`` in a get-mapping answer (the first index's when ``index`` is not a key: an
+    alias), or {} for anything else (a proxy's page, a stub's answer)."""
+    if not isinstance(mappings, dict) or not mappings:
+        return {}
+    found = mappings.get(index, next(iter(mappings.values())))
+    mapping = found.get("mappings") if isinstance(found, dict) else None
+    meta = mapping.get("_meta") if isinstance(mapping, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 async def _close(stream: AsyncIterator[object]) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
+from ._errors import ConfigurationError
 from ._fusion import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
 
 __all__ = [
@@ -117,9 +118,13 @@ def fuse_top(legs: Mapping[str, LegColumns], setting: FusionSetting, n: int = 10
 
 
 def ndcg_at_10(qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]]) -> dict[str, float]:
-    """nDCG@10 of each judged query (0.0 for a judged query with no ranking), by ir-measures."""
-    import ir_measures
-    from ir_measures import nDCG
+    """nDCG@10 of each judged query (0.0 for a judged query with no ranking), by ir-measures (the ``eval``
+    extra)."""
+    try:
+        import ir_measures
+        from ir_measures import nDCG
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigurationError("tuning needs the 'eval' extra: pip install 'hybrid-search-es[eval]'") from exc
 
     run = {qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in ranked.items() if ids}
     out = dict.fromkeys(qrels, 0.0)

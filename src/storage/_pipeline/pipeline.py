@@ -22,7 +22,7 @@ from .._tracing import AttrValue, decided_once, span
 from .._tuning import FusionSetting
 from .enrich import Enricher, Fetched, page_hits
 from .fuse import fuse_legs, raise_if_failed
-from .plan import Plan, SearchRequest, filter_clauses, plan_search
+from .plan import InForce, Plan, SearchRequest, configured_fusion, filter_clauses, plan_search
 from .rerank import RerankStage
 from .respond import build_response, log_search, mark_span
 from .retrieve import Retriever
@@ -37,9 +37,14 @@ class SearchPipeline:
         self.retriever = Retriever(backend)
         self.reranker = RerankStage(backend)
         self.enricher = Enricher(backend)
+        #: The fusion below the call, per stored setting (configured_fusion): resolved once, not per search.
+        self._configured: dict[FusionSetting | None, InForce] = {}
 
     def plan(self, request: SearchRequest, stored: FusionSetting | None = None) -> Plan:
-        return plan_search(request, self._b.settings, has_reranker=self._b.reranker is not None, stored=stored)
+        configured = self._configured.get(stored)
+        if configured is None:  # once per stored value: the settings never change
+            configured = self._configured[stored] = configured_fusion(self._b.settings, stored)
+        return plan_search(request, self._b.settings, has_reranker=self._b.reranker is not None, configured=configured)
 
     async def stored_fusion(self, request: SearchRequest) -> FusionSetting | None:
         """The fusion stored with the request's index (a dict lookup, but once a minute)."""

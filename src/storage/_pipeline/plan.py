@@ -24,9 +24,11 @@ from .._text import clean_query
 from .._tuning import FusionSetting, FusionSource
 
 __all__ = [
+    "InForce",
     "Plan",
     "QuerySyntax",
     "SearchRequest",
+    "configured_fusion",
     "filter_clauses",
     "fusion_in_force",
     "plan_search",
@@ -155,54 +157,75 @@ _FUSION_FIELDS = {
 }
 
 
-def fusion_in_force(
-    settings: SearchSettings, stored: FusionSetting | None, request: SearchRequest | None = None
-) -> tuple[FusionSetting, dict[str, FusionSource]]:
-    """The fusion a search uses, parameter by parameter: the call's argument, else an explicitly set setting
-    (``ES_FUSION``..., or a field given to :class:`SearchSettings`), else the setting stored with the index
-    (tuned), else the library's default. Returns it (the call's weights, a partial override validated by
-    :func:`plan_search`, are not merged in) and where each parameter came from."""
+#: A fusion setting and where each of its parameters came from.
+InForce = tuple[FusionSetting, dict[str, FusionSource]]
+
+
+def configured_fusion(settings: SearchSettings, stored: FusionSetting | None) -> InForce:
+    """The fusion below the call: each parameter from an explicitly set setting (``ES_FUSION``..., or a field
+    given to :class:`SearchSettings`), else the setting stored with the index (tuned), else the default.
+    The same for every search of a client and a stored value (the pipeline keeps it)."""
     given = settings.model_fields_set
-    call = {
-        "method": request.fusion if request else None,
-        "k": request.rrf_k if request else None,
-        "weights": request.weights if request else None,
-        "window": request.window if request else None,
-    }
-    below: dict[str, FusionSource] = {
+    sources: dict[str, FusionSource] = {
         param: "settings" if any(f in given for f in fields) else "index" if stored is not None else "default"
         for param, fields in _FUSION_FIELDS.items()
     }
-    sources: dict[str, FusionSource] = {p: "call" if call[p] is not None else below[p] for p in _FUSION_FIELDS}
     index = stored if stored is not None else FusionSetting()
-
-    def value(param: str, configured: Any, tuned: Any) -> Any:
-        if sources[param] == "call":
-            return call[param]
-        return tuned if below[param] == "index" else configured
-
     weights = (
-        index.weights if below["weights"] == "index" else {"bm25": settings.bm25_weight, "knn": settings.knn_weight}
+        index.weights if sources["weights"] == "index" else {"bm25": settings.bm25_weight, "knn": settings.knn_weight}
     )
     setting = FusionSetting(
-        method=value("method", settings.fusion, index.method),
-        k=value("k", settings.rrf_k, index.k),
+        method=index.method if sources["method"] == "index" else settings.fusion,
+        k=index.k if sources["k"] == "index" else settings.rrf_k,
         bm25_weight=weights["bm25"],
         knn_weight=weights["knn"],
-        window=value("window", settings.window, index.window),
+        window=index.window if sources["window"] == "index" else settings.window,
+    )
+    return setting, sources
+
+
+def fusion_in_force(
+    settings: SearchSettings,
+    stored: FusionSetting | None,
+    request: SearchRequest | None = None,
+    *,
+    configured: InForce | None = None,
+) -> InForce:
+    """The fusion a search uses, parameter by parameter: the call's argument, else :func:`configured_fusion`
+    (``configured``, when the caller has it already). Returns it (the call's weights, a partial override
+    validated by :func:`plan_search`, are not merged in) and where each parameter came from."""
+    base, below = configured if configured is not None else configured_fusion(settings, stored)
+    r = request
+    if r is None or (r.fusion is None and r.rrf_k is None and r.weights is None and r.window is None):
+        return base, below  # (shared, never written to)
+    sources = dict(below)
+    for param, value in (("method", r.fusion), ("k", r.rrf_k), ("weights", r.weights), ("window", r.window)):
+        if value is not None:
+            sources[param] = "call"
+    setting = FusionSetting(
+        method=r.fusion or base.method,
+        k=r.rrf_k if r.rrf_k is not None else base.k,
+        bm25_weight=base.bm25_weight,
+        knn_weight=base.knn_weight,
+        window=r.window if r.window is not None else base.window,
     )
     return setting, sources
 
 
 def plan_search(
-    request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, stored: FusionSetting | None = None
+    request: SearchRequest,
+    settings: SearchSettings,
+    *,
+    has_reranker: bool,
+    stored: FusionSetting | None = None,
+    configured: InForce | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``stored``:
-    the fusion setting stored with the index (see :func:`fusion_in_force`)."""
+    the fusion setting stored with the index, or ``configured`` its resolution (see :func:`fusion_in_force`)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
-    in_force, sources = fusion_in_force(s, stored, r)
+    in_force, sources = fusion_in_force(s, stored, r, configured=configured)
     method: FusionMethod = in_force.method
     if method not in _FUSIONS:
         raise InvalidQuery(f"fusion must be one of {_FUSIONS}, got {method!r}")
