@@ -130,6 +130,18 @@ def _run(coro: Coroutine[Any, Any, int | None]) -> None:
     raise typer.Exit(code or 0)
 
 
+def _progress_bar() -> Progress:
+    """A progress bar on stderr (what it counts, a bar, done / total, the time so far), gone when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+
+
 def _client() -> Any:
     from ._client import SearchClient
 
@@ -195,14 +207,7 @@ def ingest(
         docs, where = _documents_from(path, problems)
         async with _client() as client:
             await client.ensure_index()
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
+            with _progress_bar() as bar:
                 task = bar.add_task("indexing", total=len(docs))
 
                 def progress(p: IndexProgress) -> None:
@@ -284,14 +289,7 @@ def reembed(
 
         embedder = create_embedder(EmbeddingSettings(model=model)) if model else None
         async with SearchClient.from_settings(_settings(), embedder=embedder) as client:
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
+            with _progress_bar() as bar:
                 task = bar.add_task(f"re-embedding with {client.embedder.model_id}", total=None)
 
                 def progress(p: IndexProgress) -> None:
@@ -581,14 +579,7 @@ def tune(
     async def go() -> int:
         judged = load_judgments(folder)
         async with _client() as client:
-            with Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
+            with _progress_bar() as bar:
                 task = bar.add_task("retrieving the legs", total=len(judged.queries))
 
                 def progress(done: int, total: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from ._models import Document, SearchMode
 if TYPE_CHECKING:
     from ._client import SearchClient
 
-__all__ = ["BeirDataset", "ModeScore", "evaluate", "load_beir", "read_jsonl_documents"]
+__all__ = ["BeirDataset", "ModeScore", "evaluate", "load_beir", "read_jsonl_documents", "read_qrels", "read_queries"]
 
 
 @dataclass(frozen=True)
@@ -67,26 +67,36 @@ def beir_document(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """A BEIR qrels TSV (a header line, then ``query-id corpus-id score``): query -> document -> grade."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        if line.strip():
+            qid, did, score = line.split("\t")[:3]
+            qrels.setdefault(qid, {})[did] = int(score)
+    return qrels
+
+
+def read_queries(path: Path, wanted: Collection[str]) -> dict[str, str]:
+    """The texts of the ``wanted`` queries of a BEIR ``queries.jsonl``."""
+    return {
+        str(rec["_id"]): str(rec["text"])
+        for _, rec, _ in read_jsonl_documents(path)
+        if rec is not None and str(rec.get("_id")) in wanted
+    }
+
+
 def load_beir(folder: Path, split: str = "test") -> BeirDataset:
     for needed in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
         if not (folder / needed).is_file():
             raise ConfigurationError(f"{folder} is not a BEIR folder: {needed} is missing")
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (folder / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        if line.strip():
-            qid, did, score = line.split("\t")[:3]
-            qrels.setdefault(qid, {})[did] = int(score)
+    qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
     docs = [
         Document.model_validate(beir_document(rec))
         for _, rec, _ in read_jsonl_documents(folder / "corpus.jsonl")
         if rec is not None
     ]
-    queries = {
-        str(rec["_id"]): str(rec["text"])
-        for _, rec, _ in read_jsonl_documents(folder / "queries.jsonl")
-        if rec is not None and str(rec.get("_id")) in qrels
-    }
-    return BeirDataset(folder.name, docs, queries, qrels)
+    return BeirDataset(folder.name, docs, read_queries(folder / "queries.jsonl", qrels), qrels)
 
 
 async def evaluate(

@@ -212,8 +212,9 @@ class Reembedder:
         }
         return await self._indices.create_version(embedder=emb, analyzer=analyzer, meta=meta), None
 
-    async def _pages(self, index: str) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
-        """The index's documents (id, ``_source`` without the vector), a page at a time, on a point-in-time."""
+    async def _scan(self, index: str, *, size: int, source: bool) -> AsyncIterator[list[dict[str, Any]]]:
+        """The index's hits, a page of ``size`` at a time, on a point-in-time (closed at the end); with
+        ``source`` their ``_source`` without the vector, else ids only."""
         b = self._b
         keep_alive = b.settings.pit_keep_alive
         opened = await b.es_call(lambda: b.es.open_point_in_time(index=index, keep_alive=keep_alive))
@@ -222,10 +223,10 @@ class Reembedder:
         try:
             while True:
                 body: dict[str, Any] = {
-                    "size": PAGE_SIZE,
+                    "size": size,
                     "pit": {"id": pit, "keep_alive": keep_alive},
                     "sort": ["_shard_doc"],
-                    "_source": {"excludes": ["embedding"]},
+                    "_source": {"excludes": ["embedding"]} if source else False,
                     "track_total_hits": False,
                 }
                 if after is not None:
@@ -233,12 +234,22 @@ class Reembedder:
                 resp = await b.es_call(lambda body=body: b.es.search(**body))  # type: ignore[misc]
                 pit = resp.body.get("pit_id") or pit
                 hits = resp.body["hits"]["hits"]
-                if not hits:
+                if hits:
+                    yield hits
+                if len(hits) < size:
                     return
-                yield [(str(h["_id"]), dict(h.get("_source") or {})) for h in hits]
                 after = hits[-1]["sort"]
         finally:
             await b.es_call(lambda: b.es.options(ignore_status=404).close_point_in_time(id=pit))
+
+    async def _pages(self, index: str) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
+        """The index's documents (id, ``_source`` without the vector), a page at a time."""
+        async for hits in self._scan(index, size=PAGE_SIZE, source=True):
+            yield [(str(h["_id"]), dict(h.get("_source") or {})) for h in hits]
+
+    async def _ids(self, index: str) -> set[str]:
+        """Every id in the index."""
+        return {str(h["_id"]) async for hits in self._scan(index, size=_IDS_PAGE, source=False) for h in hits}
 
     async def _present(self, index: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the index holds."""
@@ -249,35 +260,6 @@ class Reembedder:
             lambda: b.es.search(index=index, query={"ids": {"values": list(ids)}}, size=len(ids), source=False)
         )
         return {str(h["_id"]) for h in resp.body["hits"]["hits"]}
-
-    async def _ids(self, index: str) -> set[str]:
-        """Every id in the index (ids only, on a point-in-time)."""
-        b = self._b
-        keep_alive = b.settings.pit_keep_alive
-        opened = await b.es_call(lambda: b.es.open_point_in_time(index=index, keep_alive=keep_alive))
-        pit: str = opened.body["id"]
-        out: set[str] = set()
-        after: list[Any] | None = None
-        try:
-            while True:
-                body: dict[str, Any] = {
-                    "size": _IDS_PAGE,
-                    "pit": {"id": pit, "keep_alive": keep_alive},
-                    "sort": ["_shard_doc"],
-                    "_source": False,
-                    "track_total_hits": False,
-                }
-                if after is not None:
-                    body["search_after"] = after
-                resp = await b.es_call(lambda body=body: b.es.search(**body))  # type: ignore[misc]
-                pit = resp.body.get("pit_id") or pit
-                hits = resp.body["hits"]["hits"]
-                out.update(str(h["_id"]) for h in hits)
-                if len(hits) < _IDS_PAGE:
-                    return out
-                after = hits[-1]["sort"]
-        finally:
-            await b.es_call(lambda: b.es.options(ignore_status=404).close_point_in_time(id=pit))
 
     async def _get(self, index: str, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         b = self._b

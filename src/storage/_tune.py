@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import ConfigurationError, IndexNotFound
-from ._eval import beir_document, read_jsonl_documents
+from ._eval import beir_document, read_jsonl_documents, read_qrels, read_queries
 from ._filters import FilterInput
 from ._fusion import LegColumns
 from ._logging import event
@@ -66,17 +66,11 @@ def load_judgments(folder: Path, split: str = "test") -> Judgments:
     for needed in ("queries.jsonl", f"qrels/{split}.tsv"):
         if not (folder / needed).is_file():
             raise ConfigurationError(f"{folder} has no {needed}: tuning needs judged queries (BEIR layout)")
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (folder / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-        if line.strip():
-            qid, did, score = line.split("\t")[:3]
-            if int(score) > 0:
-                qrels.setdefault(qid, {})[did] = int(score)
-    queries = {
-        str(rec["_id"]): str(rec["text"])
-        for _, rec, _ in read_jsonl_documents(folder / "queries.jsonl")
-        if rec is not None and str(rec.get("_id")) in qrels
-    }
+    # Only the relevant judgments count for nDCG; a query with none is not a judged query.
+    judged = read_qrels(folder / "qrels" / f"{split}.tsv")
+    qrels = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
+    qrels = {q: docs for q, docs in qrels.items() if docs}
+    queries = read_queries(folder / "queries.jsonl", qrels)
     corpus = folder / "corpus.jsonl"
     return Judgments(folder.name, queries, {q: qrels[q] for q in queries}, corpus if corpus.is_file() else None)
 

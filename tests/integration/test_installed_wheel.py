@@ -64,83 +64,41 @@ def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path: Path) -> It
         timeout=900,
         env=_clean_env(home),
     )
-    client = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import elasticsearch; print(elasticsearch.__versionstr__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=home,
-        env=_clean_env(home),
-    ).stdout.strip()
+    version = "import elasticsearch; print(elasticsearch.__versionstr__)"
+    client = _run(home, str(bin_dir / "python"), "-c", version).stdout.strip()
     print(f"\n{request.param}: elasticsearch-py {client}")
     yield bin_dir, home, client
     shutil.rmtree(tmp_path / "venv", ignore_errors=True)
 
 
+def _run(home: Path, *command: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    """One of our commands as the user runs it: from their directory, in their environment."""
+    return subprocess.run(
+        list(command), capture_output=True, text=True, cwd=home, env=_ours(home, **env), timeout=timeout
+    )
+
+
 def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(installed: tuple[Path, Path, str]) -> None:
     bin_dir, home, client = installed
-    where = subprocess.run(
-        [str(bin_dir / "python"), "-c", "import storage; print(storage.__file__)"],
-        capture_output=True,
-        text=True,
-        cwd=home,
-        env=_clean_env(home),
-        check=True,
-    ).stdout
-    assert str(ROOT) not in where  # the installed copy, not the checkout
-    demo = subprocess.run(
-        [str(bin_dir / "hybrid-search"), "demo"],
-        capture_output=True,
-        text=True,
-        cwd=home,
-        env=_clean_env(home),
-        timeout=900,
-    )
+    python = str(bin_dir / "python")
+    assert str(ROOT) not in _run(home, python, "-c", "import storage; print(storage.__file__)").stdout  # installed
+    demo = _run(home, str(bin_dir / "hybrid-search"), "demo", timeout=900)
     assert demo.returncode == 0, demo.stdout + demo.stderr
     expected_server = "9." if client.startswith("9.") else "8."
     assert f"starting a local Elasticsearch {expected_server}" in demo.stdout  # the server follows the client
     assert re.search(r"^ 1\. \S+\s+demo-aapl-guidance", demo.stdout, flags=re.MULTILINE), demo.stdout
     # The README's first example, against a server the installed launcher starts (and stops).
-    python = str(bin_dir / "python")
-    start = subprocess.run(
-        [python, "-m", "storage.local_es", "start", "--name", "readme"],
-        capture_output=True,
-        text=True,
-        cwd=home,
-        env=_clean_env(home),
-        timeout=600,
-    )
+    start = _run(home, python, "-m", "storage.local_es", "start", "--name", "readme")
     assert start.returncode == 0, start.stdout + start.stderr
     url = re.search(r"ES_URL=(\S+)", start.stdout)
     assert url is not None, start.stdout
     try:
         (home / "example.py").write_text(FIRST_EXAMPLE)
-        example = subprocess.run(
-            [python, "example.py"],
-            capture_output=True,
-            text=True,
-            cwd=home,
-            env=_ours(home, ES_URL=url.group(1), ES_INDEX="readme-first"),
-            timeout=600,
-        )
+        example = _run(home, python, "example.py", ES_URL=url.group(1), ES_INDEX="readme-first")
         assert example.returncode == 0, example.stdout + example.stderr
         assert "aapl-1" in example.stdout
-        kibana = subprocess.run(
-            [python, "-c", "from storage._kibana import saved_objects; print(len(saved_objects().splitlines()))"],
-            capture_output=True,
-            text=True,
-            cwd=home,
-            env=_clean_env(home),
-            check=True,
-        )
-        assert int(kibana.stdout) == 10  # two data views, seven panels, the dashboard
+        objects = "from storage._kibana import saved_objects; print(len(saved_objects().splitlines()))"
+        assert int(_run(home, python, "-c", objects).stdout) == 10  # two data views, seven panels, the dashboard
     finally:
-        stop = subprocess.run(
-            [python, "-m", "storage.local_es", "stop", "--name", "readme"],
-            capture_output=True,
-            text=True,
-            cwd=home,
-            env=_clean_env(home),
-            timeout=120,
-        )
+        stop = _run(home, python, "-m", "storage.local_es", "stop", "--name", "readme", timeout=120)
         assert stop.returncode == 0, stop.stdout + stop.stderr
