@@ -35,6 +35,8 @@ FUSION_RECHECK_S = 60.0
 #: A lookup of an index's metadata that failed (the search went on without it) is tried again after this:
 #: one lookup per few seconds while Elasticsearch struggles, not one per search.
 LOOKUP_RETRY_S = 5.0
+#: A metadata lookup is one attempt of at most this long (entering a client waits for one, at most this).
+METADATA_TIMEOUT_S = 2.0
 
 
 def without_request_spans(es: AsyncElasticsearch) -> AsyncElasticsearch:
@@ -84,6 +86,7 @@ class Backend:
         #: Search target -> (when to look again, the fusion setting stored with it or None): what a search
         #: uses for the parameters neither the call nor the settings fix (``storage._tuning``).
         self.stored_fusions: dict[str, tuple[float, FusionSetting | None]] = {}
+        self._refreshing: dict[str, asyncio.Task[FusionSetting | None]] = {}
 
     @property
     def resilience(self) -> dict[str, Resilience]:
@@ -95,10 +98,13 @@ class Backend:
         return stacks
 
     def close(self) -> None:
-        """Mark closed and wake every call sleeping in a backoff (they end with ClientClosed)."""
+        """Mark closed and wake every call sleeping in a backoff (they end with ClientClosed); stop any
+        background lookup."""
         self.closed = True
         for stack in (self.es_resilience, self.embed_resilience, self.rerank_resilience, self.llm_resilience):
             stack.close()
+        for task in list(self._refreshing.values()):
+            task.cancel()
 
     def check_open(self) -> None:
         if self.closed:
@@ -149,62 +155,81 @@ class Backend:
             attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within
         )
 
-    async def index_model(self, index: str, *, within: asyncio.Timeout | None = None) -> str | None:
+    @functools.cached_property
+    def _metadata_es(self) -> AsyncElasticsearch:
+        """The client for the metadata a search can do without (made once): a short timeout, no retry."""
+        return without_request_spans(self.es.options(request_timeout=METADATA_TIMEOUT_S, max_retries=0))
+
+    async def _mappings(self, target: str) -> tuple[dict[str, Any] | None, bool]:
+        """``GET <target>/_mapping`` outside the resilience stack: one attempt, :data:`METADATA_TIMEOUT_S`,
+        no breaker counting (a search never depends on it, and a struggling cluster must not see more retries
+        for it). Returns (the answer or None, whether a failure is lasting: no privilege, no such index)."""
+        self.check_open()
+        try:
+            resp = await self._metadata_es.options(ignore_status=404).indices.get_mapping(index=target)
+        except Exception as exc:
+            return None, isinstance(map_es_error(exc), AccessDenied)
+        if resp.meta.status != 200 or not isinstance(resp.body, dict):
+            return None, resp.meta.status == 404
+        return dict(resp.body), False
+
+    async def index_model(self, index: str) -> str | None:
         """The embedding model recorded in ``index``'s ``_meta`` (looked up once, then cached). A lookup that
         fails skips the check, never the search: for good without the privilege to read it
         (``view_index_metadata``); otherwise the next search after :data:`LOOKUP_RETRY_S` tries again."""
-        try:
-            resp = await self.es_call(
-                lambda: self.es.indices.get_mapping(index=index), within=within, deadline_s=self.settings.leg_timeout_s
-            )
-        except AccessDenied:
-            self.index_models[index] = None
-            return None
-        except ClientClosed:
-            raise
-        except SearchError:
+        found, lasting = await self._mappings(index)
+        if found is None and not lasting:
             self.index_models[index] = None
             asyncio.get_running_loop().call_later(LOOKUP_RETRY_S, self.index_models.pop, index, None)
             return None
-        embedding = _meta_of(resp.body, index).get("embedding")
+        embedding = _meta_of(found or {}, index).get("embedding")
         recorded = embedding.get("model_id") if isinstance(embedding, dict) else None
         model = str(recorded) if recorded is not None else None
         self.index_models[index] = model
         return model
 
     async def stored_fusion(self, target: str) -> FusionSetting | None:
-        """The fusion setting stored with ``target``'s index (``_meta.fusion``, written by ``tune --apply``),
-        read at most once per :data:`FUSION_RECHECK_S` (so a new tuning reaches running clients within that),
-        None when there is none. A failed lookup never fails the search: the last value is kept, and looked
-        up again after :data:`LOOKUP_RETRY_S`."""
+        """Read the fusion setting stored with ``target``'s index (``_meta.fusion``, written by ``tune
+        --apply``) now, and keep it for :data:`FUSION_RECHECK_S` (:meth:`cached_fusion` serves it; a failed
+        lookup keeps the last value for :data:`LOOKUP_RETRY_S`). None when there is none."""
         cached = self.stored_fusions.get(target)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        stale = cached[1] if cached is not None else None
-        try:
-            resp = await self.es_call(
-                lambda: self.es.options(ignore_status=404).indices.get_mapping(index=target),
-                deadline_s=self.settings.leg_timeout_s,
-            )
-        except AccessDenied:
-            resp = None
-        except ClientClosed:
-            raise
-        except SearchError:
+        found, lasting = await self._mappings(target)
+        if found is None and not lasting:
+            stale = cached[1] if cached is not None else None
             self.stored_fusions[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
             return stale
-        found = resp.body if resp is not None and resp.meta.status == 200 and isinstance(resp.body, dict) else {}
-        setting = None
-        for name in sorted(found, reverse=True):  # the newest version first
-            meta = _meta_of(found, name).get("fusion")
-            if isinstance(meta, dict):
-                try:
-                    setting = FusionSetting.from_meta(meta)
-                    break
-                except (TypeError, ValueError):
-                    continue
+        setting = stored_setting(found or {})
         self.stored_fusions[target] = (time.monotonic() + FUSION_RECHECK_S, setting)
         return setting
+
+    async def fusion_for(self, target: str) -> FusionSetting | None:
+        """The fusion stored with ``target``, as a search uses it: a dict lookup. Read (and waited for) once,
+        when a client first searches a target it has not read it for (entering the client and
+        ``ensure_index()`` read the alias's); then refreshed in the background once a minute."""
+        cached = self.stored_fusions.get(target)
+        if cached is None:
+            return await self.stored_fusion(target)
+        if cached[0] <= time.monotonic():
+            self.refresh_fusion(target)
+        return cached[1]
+
+    def remember_fusion(self, target: str, mappings: dict[str, Any]) -> None:
+        """Keep the fusion stored in ``mappings`` (a get-index or get-mapping answer the caller has anyway)."""
+        self.stored_fusions[target] = (time.monotonic() + FUSION_RECHECK_S, stored_setting(mappings))
+
+    def refresh_fusion(self, target: str) -> None:
+        """Look the stored fusion up again in the background (a search never waits for it); one at a time per
+        target, cancelled when the client closes."""
+        if target in self._refreshing or self.closed:
+            return
+        task = asyncio.get_running_loop().create_task(self.stored_fusion(target), name="storage-fusion-refresh")
+        self._refreshing[target] = task
+        task.add_done_callback(lambda done: self._lookup_done(target, done))
+
+    def _lookup_done(self, target: str, task: asyncio.Task[FusionSetting | None]) -> None:
+        self._refreshing.pop(target, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a client closing under a lookup is nothing to report
 
     def check_vectors(self, index: str, model: str | None) -> None:
         """The kNN leg's index holds vectors of another model than the query's: its hits would be noise."""
@@ -376,6 +401,18 @@ class Backend:
             stack = stacks.get(dependency, self.llm_resilience)
         with span(span_name, attrs):
             return await stack.call(attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within)
+
+
+def stored_setting(mappings: dict[str, Any]) -> FusionSetting | None:
+    """The fusion setting stored in a get-mapping (or get-index) answer: the newest version's that is valid."""
+    for name in sorted(mappings, reverse=True):
+        meta = _meta_of(mappings, name).get("fusion")
+        if isinstance(meta, dict):
+            try:
+                return FusionSetting.from_meta(meta)
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 def _meta_of(mappings: Any, index: str) -> dict[str, Any]:

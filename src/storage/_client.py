@@ -164,6 +164,8 @@ class SearchClient:
     async def __aenter__(self) -> Self:
         self._backend.check_open()
         self._entered_loop = asyncio.get_running_loop()
+        if self.index not in self._backend.stored_fusions:  # the fusion tuned for the alias, if any: read once
+            await self._backend.stored_fusion(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
         if self._settings.telemetry and self._telemetry is None:
             await self.enable_telemetry(data_stream=self._settings.telemetry_data_stream)
         return self

@@ -61,6 +61,7 @@ class IndexManager:
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
         self.checked_index = write_index
+        b.remember_fusion(alias, existing)  # (the answer holds the mappings: no second request)
         event(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
 

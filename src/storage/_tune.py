@@ -113,7 +113,7 @@ async def tune(
                 f"index {client.index!r} holds no documents and {judged.name} has no corpus.jsonl to index"
             )
         await _ingest(client, judged.corpus, tenant_id)
-    stored = await client._pipeline.stored_fusion(SearchRequest(query="-"))
+    stored = await b.stored_fusion(client.index)  # read now: what searches of the alias use
     current, _ = fusion_in_force(b.settings, stored)
     grid = unique([current, *grid])  # row 0: the current setting
     coverage = await _coverage(client, judged.qrels, tenant_id)

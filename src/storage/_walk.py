@@ -88,7 +88,7 @@ class Walker:
             syntax=syntax,
             rerank=False,
         )
-        stored = await self._b.stored_fusion(request.index or self._b.settings.index)
+        stored = await self._b.fusion_for(request.index or self._b.settings.index)
         plan = plan_search(request, self._b.settings, has_reranker=False, stored=stored)
         fp = fingerprint(
             {"q": plan.text, "s": plan.bm25_clause is not None, "m": plan.mode, "f": plan.clauses, "i": plan.target}

@@ -12,7 +12,6 @@ something; the response says which tier served.
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from .._backend import Backend
 from .._errors import PartialResults, SearchError
@@ -46,17 +45,9 @@ class SearchPipeline:
             configured = self._configured[stored] = configured_fusion(self._b.settings, stored)
         return plan_search(request, self._b.settings, has_reranker=self._b.reranker is not None, configured=configured)
 
-    async def stored_fusion(self, request: SearchRequest) -> FusionSetting | None:
-        """The fusion stored with the request's index (a dict lookup, but once a minute)."""
-        target = request.index or self._b.settings.index
-        cached = self._b.stored_fusions.get(target)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        return await self._b.stored_fusion(target)
-
     async def run(self, request: SearchRequest) -> SearchResponse:
         self._b.check_open()
-        stored = await self.stored_fusion(request)
+        stored = await self._b.fusion_for(request.index or self._b.settings.index)
         with decided_once() as recording:  # whether the search's spans record: asked once, read by each
             return await self._run(request, recording, stored)
 

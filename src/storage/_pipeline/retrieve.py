@@ -124,7 +124,7 @@ class Retriever:
         if index is None:
             return
         models = self._b.index_models
-        model = models[index] if index in models else await self._b.index_model(index, within=scope)
+        model = models[index] if index in models else await self._b.index_model(index)
         self._b.check_vectors(index, model)
 
     async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
