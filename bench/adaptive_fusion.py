@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from storage._fusion import fused_list
-from storage._tuning import FusionSetting, fuse_top, ndcg_at_10
+from storage import FusionSetting, LegHit, fuse
+from storage.evaluation import fuse_top, ndcg_at_10
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = ["scifact", "cacm", "lisa", "npl"]
@@ -102,10 +102,13 @@ def run_weighted(collection: Mapping[str, Legs], weights: Mapping[str, Mapping[s
 def run_mnz(collection: Mapping[str, Legs]) -> dict[str, list[str]]:
     out = {}
     for q, legs in collection.items():
-        cut = {leg: (ids[:WINDOW], scores[:WINDOW]) for leg, (ids, scores) in legs.items()}
-        fused = fused_list(cut, method="rrf", k=10)
-        found = {leg: set(ids) for leg, (ids, _) in cut.items()}
-        scored = {d: fused.provenance(d)[1] * sum(d in f for f in found.values()) for d in fused.ids}
+        cut = {
+            leg: [LegHit(i, s) for i, s in zip(ids[:WINDOW], scores[:WINDOW], strict=True)]
+            for leg, (ids, scores) in legs.items()
+        }
+        fused = fuse(cut, method="rrf", k=10)
+        found = {leg: {h.id for h in hits} for leg, hits in cut.items()}
+        scored = {h.id: h.score * sum(h.id in f for f in found.values()) for h in fused}
         out[q] = sorted(scored, key=lambda d: (-scored[d], d))[:10]
     return out
 

@@ -30,8 +30,7 @@ from typing import Any
 from embeddings import CachedEmbedder, LocalEmbedder, OpenAIChat
 from embeddings.local_llm import MODELS, LocalChatServer
 from storage import AnswerPrompt, IndexNotFound, SearchClient, SearchSettings
-from storage._answer import DEFAULT_SYSTEM_PROMPT
-from storage._eval import load_beir
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +45,7 @@ PROMPTS = {
     "default": AnswerPrompt(user=CLAIM_USER),
     # The same without the rule to say when the entries do not contain the answer (small models over-use it).
     "no-refusal": AnswerPrompt(
-        system="\n".join(line for line in DEFAULT_SYSTEM_PROMPT.splitlines() if "{no_answer}" not in line),
+        system="\n".join(line for line in AnswerPrompt().system.splitlines() if "{no_answer}" not in line),
         user=CLAIM_USER,
     ),
 }

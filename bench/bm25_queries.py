@@ -20,7 +20,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
-from storage._eval import load_beir
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 sys.path.insert(0, str(Path(__file__).parent))

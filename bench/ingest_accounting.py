@@ -20,7 +20,7 @@ from typing import Any
 
 from embeddings import Embedder, HashingEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
-from storage._eval import beir_document, read_jsonl_documents
+from storage.evaluation import beir_document, read_jsonl_documents
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]

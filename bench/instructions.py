@@ -30,12 +30,11 @@ import orjson
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 from profile_search import CannedNode, record_answers  # bench/profile_search.py: recorded answers
-from raw_client import Precomputed, two_phase
+from raw_client import Precomputed, query_key, two_phase
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
-from storage._eval import load_beir
-from storage._text import clean_query
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +51,7 @@ async def record(url: str, window: int) -> dict[str, Any]:
         report = await client.index_documents(data.documents[:2000], refresh=True)
         assert report.ok, report.failed[:3]
         vector = await cached.embed_query(query)
-        answers = await record_answers(client._es, INDEX, query, vector, window, window, highlight=True)
+        answers = await record_answers(client.elasticsearch, INDEX, query, vector, window, window, highlight=True)
         await client.delete_index()
     return {"query": query, "vector": list(vector), "window": window, **answers}
 
@@ -63,7 +62,7 @@ async def searches(recorded: dict[str, Any], who: str, n: int) -> None:
     query, vector, window = recorded["query"], recorded["vector"], recorded["window"]
     settings = SearchSettings(url="http://canned:9200", index=INDEX, window=window, num_candidates=window)
     fake = AsyncElasticsearch("http://canned:9200", node_class=CannedNode, serializer=OrjsonSerializer())
-    embedder = Precomputed({clean_query(query).text: vector}, "m", len(vector))
+    embedder = Precomputed({query_key(query): vector}, "m", len(vector))
     client = SearchClient(fake, embedder, settings, owns_clients=False)
 
     async def ours() -> None:

@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage.local_es import LocalElasticsearch, default_version, find_java_home
-from storage.local_es._plugins import install_plugins
+from storage.local_es import LocalElasticsearch, default_version, find_java_home, install_plugins
 
 
 def build_seconds(version: str) -> float:

@@ -30,14 +30,20 @@ from elastic_transport import ApiResponseMeta, BaseAsyncNode, HttpHeaders
 from elastic_transport._node import NodeApiResponse
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
-from raw_client import Precomputed, one_phase, two_phase  # bench/raw_client.py: the hand-written references
+from raw_client import (  # bench/raw_client.py: the hand-written references
+    Precomputed,
+    bm25_request,
+    fetch_request,
+    knn_request,
+    one_phase,
+    query_key,
+    two_phase,
+)
 from run import interleaved_throughput  # bench/run.py's own measurement
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
-from storage._eval import load_beir
-from storage._queries import bm25_request, fetch_request, knn_request
-from storage._text import clean_query
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +87,8 @@ async def record_answers(
 ) -> dict[str, Any]:
     """One query's three real answers (the BM25 leg, the kNN leg, the fetch of a page of the legs' top five
     each), as :class:`CannedNode` replays them."""
-    bm25 = await es.search(index=index, **bm25_request(query, filters=[], size=window))
-    knn = await es.search(index=index, **knn_request(vector, filters=[], k=window, num_candidates=candidates))
+    bm25 = await es.search(index=index, **bm25_request(query, size=window))
+    knn = await es.search(index=index, **knn_request(vector, k=window, num_candidates=candidates))
     page = [h["_id"] for h in bm25["hits"]["hits"][:5]] + [h["_id"] for h in knn["hits"]["hits"][:5]]
     fetched = await es.search(index=index, **fetch_request(query, page, highlight=highlight))
     return {"bm25": bm25.body, "knn": knn.body, "fetch": fetched.body}
@@ -102,7 +108,7 @@ async def canned(
     recorded = await record_answers(es, "bench-profile", q, vectors[q], window, cands, highlight=args.highlight)
     CannedNode.answers = {kind: orjson.dumps(body) for kind, body in recorded.items()}
     fake = AsyncElasticsearch("http://canned:9200", node_class=CannedNode, serializer=OrjsonSerializer())
-    embedder = Precomputed({clean_query(x).text: vectors[q] for x in by_clean} | by_clean, "m", len(vectors[q]))
+    embedder = Precomputed({x: vectors[q] for x in by_clean} | by_clean, "m", len(vectors[q]))
     client = SearchClient(fake, embedder, settings, owns_clients=False)
 
     async def ours() -> None:
@@ -160,10 +166,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
         assert report.ok, report.failed[:3]
         vectors = {q: await cached.embed_query(q) for q in queries}
     # The client embeds the cleaned query text (whitespace normalised, control characters dropped).
-    by_clean = {clean_query(q).text: v for q, v in vectors.items()}
+    by_clean = {query_key(q): v for q, v in vectors.items()}
     embedder = Precomputed(by_clean, cached.model_id, cached.dimensions)
     client = SearchClient.from_settings(settings, embedder=embedder)
-    es, k, cands = client._es, settings.rrf_k, settings.num_candidates
+    es, k, cands = client.elasticsearch, settings.rrf_k, settings.num_candidates
     try:
         if args.canned_only:
             await canned(es, queries, vectors, by_clean, settings, args)

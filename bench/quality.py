@@ -31,7 +31,7 @@ from ir_measures import R, nDCG
 
 from embeddings import LOCAL_MODELS, CachedEmbedder, LocalEmbedder
 from storage import LegHit, SearchClient, SearchSettings, fuse
-from storage._eval import BeirDataset, load_beir
+from storage.evaluation import BeirDataset, load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]

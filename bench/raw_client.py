@@ -4,7 +4,8 @@ elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no
 - :func:`one_phase` is what a user would write first: both legs return their documents (and the BM25 leg
   its highlights), fused, the first ``limit`` kept.
 - :func:`two_phase` sends exactly our requests: ids-only legs, then one fetch of the page's documents (and
-  highlights) — the same bodies as :class:`storage.SearchClient`, so the difference is the client alone.
+  highlights) — the same bodies as :class:`storage.SearchClient`, written out here by hand (as a user of
+  elasticsearch-py would), so the difference is the client alone.
 - :func:`typed_response` adds one thing to :func:`two_phase`'s result: the :class:`storage.SearchResponse`
   our client returns, validated once (no provenance, resilience, logging or tracing) — the least any client
   that returns a typed response pays, for the overhead table.
@@ -21,10 +22,50 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import Vector
 from storage import SearchResponse
-from storage._queries import bm25_request, fetch_request, knn_request
 
 _SOURCE = {"excludes": ["embedding"]}
 _HIGHLIGHT = {"fields": {"title": {"number_of_fragments": 0}, "text": {"fragment_size": 160, "number_of_fragments": 2}}}
+
+
+def keywords(text: str) -> dict[str, Any]:
+    """BEIR's Elasticsearch BM25: the better of title and text, plus half the other."""
+    per_field = [
+        {
+            "simple_query_string": {
+                "query": text,
+                "fields": [field],
+                "default_operator": "or",
+                "flags": "PHRASE|WHITESPACE",
+                "lenient": True,
+            }
+        }
+        for field in ("title", "text")
+    ]
+    return {"dis_max": {"queries": per_field, "tie_breaker": 0.5}}
+
+
+def bm25_request(text: str, *, size: int) -> dict[str, Any]:
+    """The BM25 leg: ids and scores only."""
+    query = {"bool": {"must": [keywords(text)], "filter": []}}
+    return {"query": query, "size": size, "source": False, "track_total_hits": False}
+
+
+def knn_request(vector: Sequence[float], *, k: int, num_candidates: int) -> dict[str, Any]:
+    """The kNN leg: ids and scores only."""
+    knn = {"field": "embedding", "query_vector": list(vector), "k": k, "num_candidates": max(num_candidates, k)}
+    return {"knn": knn, "size": k, "source": False, "track_total_hits": False}
+
+
+def fetch_request(text: str, ids: Sequence[str], *, highlight: bool) -> dict[str, Any]:
+    """The page's documents by id (and their highlights)."""
+    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": list(ids)}}]}}
+    body: dict[str, Any] = {"query": query, "size": len(ids), "source": _SOURCE, "track_total_hits": False}
+    if highlight:
+        query["bool"]["should"] = [keywords(text)]
+        spec = {"fields": {"title": {"number_of_fragments": 0}, "text": dict(_HIGHLIGHT["fields"]["text"])}}
+        spec["fields"]["text"]["no_match_size"] = 160
+        body["highlight"] = spec
+    return body
 
 
 def inline_rrf(lists: list[list[str]], k: int) -> list[str]:
@@ -47,10 +88,10 @@ async def one_phase(
     limit: int = 10,
     highlight: bool = False,
 ) -> list[dict[str, Any]]:
-    bm25 = {**bm25_request(text, filters=[], size=window), "source": _SOURCE}
+    bm25 = {**bm25_request(text, size=window), "source": _SOURCE}
     if highlight:
         bm25["highlight"] = _HIGHLIGHT
-    knn = {**knn_request(vector, filters=[], k=window, num_candidates=candidates), "source": _SOURCE}
+    knn = {**knn_request(vector, k=window, num_candidates=candidates), "source": _SOURCE}
     r1, r2 = await asyncio.gather(es.search(index=index, **bm25), es.search(index=index, **knn))
     hits = {h["_id"]: h for r in (r2, r1) for h in r["hits"]["hits"]}
     order = inline_rrf([[h["_id"] for h in r["hits"]["hits"]] for r in (r1, r2)], k)[:limit]
@@ -78,7 +119,7 @@ async def two_phase(
 
     async def bm25() -> list[str]:
         t0 = clock()
-        resp = await es.search(index=index, **bm25_request(text, filters=[], size=window))
+        resp = await es.search(index=index, **bm25_request(text, size=window))
         ids = [h["_id"] for h in resp["hits"]["hits"]]
         if timings is not None:
             timings["bm25"] = (clock() - t0) * 1000
@@ -87,7 +128,7 @@ async def two_phase(
     async def knn() -> list[str]:
         t0 = clock()
         v = vector if isinstance(vector, Sequence) else await vector(text)
-        resp = await es.search(index=index, **knn_request(v, filters=[], k=window, num_candidates=candidates))
+        resp = await es.search(index=index, **knn_request(v, k=window, num_candidates=candidates))
         ids = [h["_id"] for h in resp["hits"]["hits"]]
         if timings is not None:
             timings["knn"] = (clock() - t0) * 1000
@@ -153,17 +194,25 @@ async def sequential(
         await two_phase(es, index, text, vector, window=window, candidates=candidates, k=k, legs=legs)
 
 
+def query_key(text: str) -> str:
+    """A query as the client embeds it, for a lookup (the client collapses whitespace and strips it)."""
+    return " ".join(text.split())
+
+
 class Precomputed:
-    """An embedder that looks query vectors up (what the raw references are given): in-memory, no model."""
+    """An embedder that looks query vectors up (what the raw references are given): in-memory, no model.
+    A query is found as given or as the client embeds it (:func:`query_key`)."""
 
     def __init__(self, vectors: dict[str, Vector], model_id: str, dimensions: int) -> None:
-        self._vectors, self.model_id, self.dimensions, self.normalized = vectors, model_id, dimensions, True
+        self._vectors = {query_key(t): v for t, v in vectors.items()} | vectors
+        self.model_id, self.dimensions, self.normalized = model_id, dimensions, True
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        return [self._vectors[t] for t in texts]
+        return [await self.embed_query(t) for t in texts]
 
     async def embed_query(self, text: str) -> Vector:
-        return self._vectors[text]
+        found = self._vectors.get(text)  # (the cleaned text: one dict lookup, as before the keys were cleaned)
+        return found if found is not None else self._vectors[query_key(text)]
 
     async def probe(self) -> None:
         return None

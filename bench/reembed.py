@@ -19,14 +19,14 @@ from pathlib import Path
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import IndexProgress, SearchClient, SearchSettings
-from storage._eval import load_beir
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 async def ids_of(client: SearchClient) -> list[str]:
-    resp = await client._es.search(index=client.index, size=10_000, source=False, query={"match_all": {}})
+    resp = await client.elasticsearch.search(index=client.index, size=10_000, source=False, query={"match_all": {}})
     return sorted(h["_id"] for h in resp.body["hits"]["hits"])
 
 

@@ -33,9 +33,7 @@ import numpy as np
 
 from embeddings import CachedEmbedder, HttpReranker, LocalEmbedder
 from storage import SearchClient, SearchSettings
-from storage._eval import BeirDataset, evaluate, load_beir
-from storage._pipeline.rerank import rerank_text
-from storage._text import clean_query
+from storage.evaluation import BeirDataset, evaluate, evaluate_searches, load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,15 +126,15 @@ async def main_async(url: str, data: BeirDataset, n_queries: int) -> dict[str, A
         assert (await base.index_documents(data.documents, refresh=True)).ok
         queries = list(data.queries.values())[:n_queries]
         vectors = await cached.embed_documents([d.embedding_text() for d in data.documents])  # all cached
-        doc_vectors = {rerank_text(d.to_source()): np.asarray(v) for d, v in zip(data.documents, vectors, strict=True)}
-        # Keyed by the text the reranker is sent: the query after hygiene (storage._text).
-        query_vectors = {clean_query(q).text: np.asarray(await cached.embed_query(q)) for q in data.queries.values()}
+        # Keyed by what the reranker is sent: the title and the text; the query after hygiene (whitespace).
+        doc_vectors = {d.embedding_text(): np.asarray(v) for d, v in zip(data.documents, vectors, strict=True)}
+        query_vectors = {" ".join(q.split()): np.asarray(await cached.embed_query(q)) for q in data.queries.values()}
         scorers = (("bm25", bm25_scorer()), ("minilm", vector_scorer(doc_vectors, query_vectors)))
         for name, scorer in scorers:
             with RerankServer(scorer) as server:
                 # No cut: the minilm scorer looks documents up by their full text.
                 reranker = HttpReranker(server.url, api="tei", max_document_chars=1_000_000)
-                client = SearchClient(base._es, cached, settings, owns_clients=False, reranker=reranker)
+                client = SearchClient(base.elasticsearch, cached, settings, owns_clients=False, reranker=reranker)
                 for q in queries[:20]:
                     await client.search(q, highlight=False)
                 plain, reranked, stage = [], [], []
@@ -150,9 +148,8 @@ async def main_async(url: str, data: BeirDataset, n_queries: int) -> dict[str, A
                     assert res.rerank is not None, res
                     assert res.rerank.ok, res.rerank
                     stage.append(res.rerank.latency_ms)
-                (with_rerank,) = await evaluate(
-                    client, data, modes=[("hybrid", "rrf")], depth=50, options={"rerank": True}
-                )
+                # The rerank stage calls a model per search: measured end to end, not from recorded legs.
+                with_rerank = await evaluate_searches(client, data, limit=50, rerank=True)
                 await reranker.aclose()
             out[f"scorer_{name}"] = {
                 "candidates": 50,
@@ -166,7 +163,7 @@ async def main_async(url: str, data: BeirDataset, n_queries: int) -> dict[str, A
                 "ndcg@10_reranked": with_rerank.ndcg_at_10,
             }
             print(json.dumps({name: out[f"scorer_{name}"]}), flush=True)
-        (fused,) = await evaluate(base, data, modes=[("hybrid", "rrf")], depth=50)
+        fused = next(row for row in await evaluate(base, data) if row.mode == "hybrid")  # (window 50)
         out["ndcg@10_fused_window50"] = fused.ndcg_at_10
         await base.delete_index()
     return out

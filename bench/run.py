@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -32,9 +33,8 @@ from raw_client import (
 from raw_client import sequential as raw_sequential
 
 from embeddings import CachedEmbedder, LocalEmbedder
-from storage import SearchClient, SearchSettings
-from storage._eval import BeirDataset, evaluate, load_beir
-from storage._text import clean_query
+from storage import FusionSetting, SearchClient, SearchSettings
+from storage.evaluation import BeirDataset, evaluate, load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
     cached = CachedEmbedder(LocalEmbedder(), cache_dir)
     settings = SearchSettings(url=url, index=index, leg_timeout_s=60, window=100, bulk_chunk_size=100)
     client = SearchClient.from_settings(settings, embedder=cached)
-    es_info = (await client._es.nodes.info(metric="process")).body["nodes"]
+    es_info = (await client.elasticsearch.nodes.info(metric="process")).body["nodes"]
     result["machine"]["elasticsearch"] = sorted({n["version"] for n in es_info.values()})
     queries = list(data.queries.values())
     try:
@@ -175,43 +175,29 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
 
         # -- quality -----------------------------------------------------------------------------------
         print("quality...", flush=True)
-        modes = [("bm25", None), ("knn", None)] + [("hybrid", f) for f in FUSIONS]
-        scores = await evaluate(client, data, modes=modes)  # type: ignore[arg-type]
-        result["quality"] = [s.__dict__ for s in scores]
+        # Each query's legs retrieved once, every setting fused in-process (storage.evaluation): the figure of a
+        # search with that setting (window 100: these settings' window).
+        fusions = [FusionSetting(method=f, k=settings.rrf_k, window=settings.window) for f in FUSIONS]
+        scores = await evaluate(client, data, fusions=fusions)
+        result["quality"] = [dataclasses.asdict(s) for s in scores]
         for s in scores:
             print(f"  {s.mode:<7} {s.fusion or '-':<14} nDCG@10 {s.ndcg_at_10:.4f}  R@100 {s.recall_at_100:.4f}")
         if not quick:
-            tuning = []
-            for k in (10, 20, 40, 60, 100):
-                for w_bm25, w_knn in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5), (0.75, 1.0)):
-                    tuned = SearchClient(
-                        client._es,
-                        cached,
-                        settings.model_copy(update={"rrf_k": k, "bm25_weight": w_bm25, "knn_weight": w_knn}),
-                        owns_clients=False,
-                    )
-                    (score,) = await evaluate(tuned, data, modes=[("hybrid", "rrf")])
-                    tuning.append(
-                        {
-                            "k": k,
-                            "bm25_weight": w_bm25,
-                            "knn_weight": w_knn,
-                            "nDCG@10": score.ndcg_at_10,
-                            "Recall@100": score.recall_at_100,
-                        }
-                    )
-            for window in (50, 200):
-                (score,) = await evaluate(client, data, modes=[("hybrid", "rrf")], depth=window)
-                tuning.append(
-                    {"k": 60, "window": window, "nDCG@10": score.ndcg_at_10, "Recall@100": score.recall_at_100}
-                )
+            grid = [
+                FusionSetting("rrf", k, w_bm25, w_knn, settings.window)
+                for k in (10, 20, 40, 60, 100)
+                for w_bm25, w_knn in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5), (0.75, 1.0))
+            ]
+            grid += [FusionSetting("rrf", settings.rrf_k, 1.0, 1.0, window) for window in (50, 200)]
+            rows = [row for row in await evaluate(client, data, fusions=grid) if row.mode == "hybrid"]
+            tuning = [{**row.parameters, "nDCG@10": row.ndcg_at_10, "Recall@100": row.recall_at_100} for row in rows]
             result["tuning_rrf_on_scifact"] = tuning
             best = max(tuning, key=lambda t: t["nDCG@10"])
             print(f"  best RRF setting on SciFact: {best}", flush=True)
 
         # -- latency (query embedding measured, not cached) -----------------------------------------------
         print("latency...", flush=True)
-        uncached = SearchClient(client._es, LocalEmbedder(query_cache_size=0), settings, owns_clients=False)
+        uncached = SearchClient(client.elasticsearch, LocalEmbedder(query_cache_size=0), settings, owns_clients=False)
         lat_queries = queries[: 60 if quick else 300]
         # Warm-up: Elasticsearch's JIT needs thousands of searches (a search took 30 ms in the first minute and
         # 16 ms in the third on this machine), so every mode runs for a while before anything is timed.
@@ -226,7 +212,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
 
         def raw_legs(*legs: str) -> Callable[[str], Awaitable[Any]]:
             return lambda q: two_phase(
-                client._es, index, q, embed, window=100, candidates=100, k=settings.rrf_k, legs=legs
+                client.elasticsearch, index, q, embed, window=100, candidates=100, k=settings.rrf_k, legs=legs
             )
 
         async def sequential(q: str) -> None:
@@ -248,7 +234,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
                 "raw_knn": raw_legs("knn"),
                 "raw_hybrid": raw_legs("bm25", "knn"),
                 "raw_sequential_bm25_then_knn": lambda q: raw_sequential(
-                    client._es, index, q, embed, window=100, candidates=100, k=settings.rrf_k
+                    client.elasticsearch, index, q, embed, window=100, candidates=100, k=settings.rrf_k
                 ),
             },
         )
@@ -279,7 +265,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
             timings: dict[str, float] = {}
             t0 = time.perf_counter()
             page = await two_phase(
-                client._es,
+                client.elasticsearch,
                 index,
                 q,
                 cached.embed_query,  # as ours: the query vector from the disk cache
@@ -319,12 +305,12 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         # -- throughput: ours vs raw elasticsearch-py vs Haystack -------------------------------------------
         print("throughput...", flush=True)
         vectors = {q: await cached.embed_query(q) for q in queries}
-        raw_es = client._es  # the same AsyncElasticsearch (and serializer) as ours
+        raw_es = client.elasticsearch  # the same AsyncElasticsearch (and serializer) as ours
 
         # Ours gets its vectors the way the raw references do: looked up in memory (the client embeds the
         # cleaned query text).
-        lookup = Precomputed({clean_query(q).text: v for q, v in vectors.items()}, cached.model_id, cached.dimensions)
-        fast = SearchClient(client._es, lookup, settings, owns_clients=False)
+        lookup = Precomputed(vectors, cached.model_id, cached.dimensions)
+        fast = SearchClient(client.elasticsearch, lookup, settings, owns_clients=False)
 
         async def ours(q: str) -> list[str]:
             return (await fast.search(q, limit=10, highlight=False)).ids
@@ -392,7 +378,9 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
                 assert rep.ok, rep.failed[:3]
             await scaled.refresh()
             build_s = time.perf_counter() - t0
-            scaled_uncached = SearchClient(scaled._es, LocalEmbedder(query_cache_size=0), big, owns_clients=False)
+            scaled_uncached = SearchClient(
+                scaled.elasticsearch, LocalEmbedder(query_cache_size=0), big, owns_clients=False
+            )
             for q in lat_queries[:20]:
                 await scaled_uncached.search(q, highlight=False)
             # The 1x index is still there: both sizes timed query by query in rotation (the 1x figures of the

@@ -38,7 +38,7 @@ from tests._faultproxy import FaultProxy  # noqa: E402
 
 from embeddings import HashingEmbedder, OpenAIEmbedder  # noqa: E402
 from storage import SearchClient, SearchError, SearchSettings  # noqa: E402
-from storage._eval import load_beir  # noqa: E402
+from storage.evaluation import load_beir  # noqa: E402
 from storage.local_es import LocalElasticsearch  # noqa: E402
 
 

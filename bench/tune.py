@@ -21,7 +21,7 @@ from typing import Any
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings, load_judgments, tune
-from storage._eval import load_beir
+from storage.evaluation import load_beir
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,7 @@ The front door::
     report = await storage.tune(client, "judged/", apply=True)   # fit the fusion to judged queries
 """
 
-from ._answer import AnswerPrompt
-from ._client import ProgressCallback, QuerySyntax, SearchClient
+from ._client import SearchClient
 from ._errors import (
     AccessDenied,
     AnalyzerUnavailable,
@@ -40,6 +39,7 @@ from ._errors import (
 )
 from ._filters import Exists, Filter, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
+from ._fusion_setting import FusionSetting, FusionSource
 from ._logging import configure_ecs_logging, correlation_id
 from ._models import (
     Answer,
@@ -65,11 +65,20 @@ from ._models import (
     TuneReport,
     TuneRow,
 )
-from ._pipeline import SearchRequest
-from ._settings import RoundTrip, SearchSettings
+from ._prompt import AnswerPrompt
+from ._requests import (
+    AnswerRequest,
+    IngestRequest,
+    PageRequest,
+    ProgressCallback,
+    QuerySyntax,
+    RoundTrip,
+    SearchRequest,
+)
+from ._resilience import ResiliencePolicy
+from ._settings import SearchSettings
 from ._syntax import QuerySyntaxError
-from ._tune import Judgments, load_judgments, tune
-from ._tuning import FusionSetting, default_grid
+from .evaluation import Judgments, default_grid, load_judgments, tune
 
 __all__ = [
     "DEFAULT_RRF_K",
@@ -81,6 +90,7 @@ __all__ = [
     "AnswerEntry",
     "AnswerEvent",
     "AnswerPrompt",
+    "AnswerRequest",
     "AnswerStatus",
     "AnswerTimings",
     "AnswerUsage",
@@ -100,10 +110,12 @@ __all__ = [
     "FusedHit",
     "FusionMethod",
     "FusionSetting",
+    "FusionSource",
     "IncompatibleServer",
     "IndexNotFound",
     "IndexProgress",
     "IndexReport",
+    "IngestRequest",
     "InvalidDocument",
     "InvalidQuery",
     "Judgments",
@@ -111,6 +123,7 @@ __all__ = [
     "LegReport",
     "ModelMismatch",
     "Overloaded",
+    "PageRequest",
     "PartialResults",
     "ProgressCallback",
     "QuerySyntax",
@@ -118,6 +131,7 @@ __all__ = [
     "Range",
     "ReembedReport",
     "RerankReport",
+    "ResiliencePolicy",
     "RoundTrip",
     "SearchClient",
     "SearchError",

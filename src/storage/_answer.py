@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -27,9 +26,10 @@ from embeddings import ChatMessage, Completion
 
 from ._backend import Backend
 from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
-from ._errors import CircuitOpen, ConfigurationError, DependencyError, DependencyUnavailable, SearchError
+from ._engine import Engine
+from ._errors import CircuitOpen, DependencyError, DependencyUnavailable, SearchError
 from ._errors_map import timeout_error
-from ._logging import event, query_hash
+from ._logging import Events, query_hash
 from ._models import (
     Answer,
     AnswerDelta,
@@ -41,67 +41,12 @@ from ._models import (
     AnswerUsage,
     SearchResponse,
 )
-from ._pipeline import SearchPipeline, SearchRequest
+from ._prompt import AnswerPrompt
+from ._requests import AnswerRequest, SearchRequest
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "AnswerPrompt", "Answerer"]
+__all__ = ["Answerer"]
 
 _log = logging.getLogger("storage.answer")
-
-DEFAULT_NO_ANSWER = "The entries do not contain the answer."
-
-#: A one-shot example: small models cite far more reliably with one (4 of 5 answers vs 2-3 of 5 measured
-#: with a 1.5B model, see docs/benchmarks.md).
-DEFAULT_SYSTEM_PROMPT = """You answer questions using only the entries the user gives you.
-Each entry starts with a header line: ENTRY #<id> | date | source | title.
-Rules:
-- Use only facts stated in the entries, never outside knowledge.
-- After every sentence, cite the entry it comes from as [#<id>], with the id from that entry's header.
-- If the entries do not contain the answer, reply exactly: {no_answer}
-- Be brief: at most four sentences.
-
-Example.
-Entries:
-ENTRY #a17 | 2021-03-02 | journal | Caffeine and sleep
-Caffeine taken six hours before bedtime reduced total sleep time by more than one hour.
-
-Question: Does coffee in the afternoon affect sleep?
-Answer: Yes. Caffeine taken six hours before bedtime reduced sleep by more than an hour [#a17]."""
-
-DEFAULT_USER_PROMPT = "Entries:\n{context}\n\nQuestion: {question}\nAnswer:"
-
-_PLACEHOLDER = re.compile(r"\{(context|question|no_answer)\}")
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerPrompt:
-    """The chat messages: a system prompt and a user prompt with ``{context}`` and ``{question}`` (and
-    ``{no_answer}``, the sentence the model is told to say when the entries do not hold the answer; an
-    answer that contains it is ``status="not_in_entries"``)."""
-
-    system: str = DEFAULT_SYSTEM_PROMPT
-    user: str = DEFAULT_USER_PROMPT
-    no_answer: str = DEFAULT_NO_ANSWER
-
-    def __post_init__(self) -> None:
-        both = self.system + self.user
-        for name in ("{context}", "{question}"):
-            if name not in both:
-                raise ConfigurationError(f"the answer prompt needs a {name} placeholder (system or user)")
-
-    def _fill(self, template: str, values: dict[str, str]) -> str:
-        # One pass: a question or a context that contains "{context}" is not expanded again.
-        return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
-
-    def messages(self, question: str, context: str) -> list[ChatMessage]:
-        values = {"context": context, "question": question, "no_answer": self.no_answer}
-        return [
-            {"role": "system", "content": self._fill(self.system, values)},
-            {"role": "user", "content": self._fill(self.user, values)},
-        ]
-
-    def overhead_chars(self, question: str) -> int:
-        """Characters of the prompt around the context."""
-        return sum(len(m["content"]) for m in self.messages(question, ""))
 
 
 def _llm_reason(error: SearchError) -> str:
@@ -143,28 +88,43 @@ class _Run:
 class Answerer:
     """Search → context → chat model → citations. Holds no per-request state."""
 
-    def __init__(self, backend: Backend, pipeline: SearchPipeline) -> None:
+    def __init__(self, backend: Backend, engine: Engine) -> None:
         self._b = backend
-        self._pipeline = pipeline
+        self._engine = engine
 
-    async def _prepare(
-        self,
-        request: SearchRequest,
-        *,
-        prompt: AnswerPrompt,
-        max_context_chars: int,
-        timeout_s: float,
-    ) -> _Run:
+    def _search_request(self, r: AnswerRequest) -> SearchRequest:
+        return SearchRequest(
+            r.question,
+            mode=r.mode,
+            filters=r.filters,
+            limit=r.limit if r.limit is not None else self._b.settings.answer_limit,
+            tenant_id=r.tenant_id,
+            strict=r.strict,
+            highlight=False,  # the model reads the texts, not the highlights
+            index=r.index,
+            rerank=r.rerank,
+        )
+
+    def _options(self, r: AnswerRequest) -> tuple[AnswerPrompt, int, float]:
+        s = self._b.settings
+        return (
+            r.prompt or AnswerPrompt(),
+            r.max_context_chars or s.answer_context_chars,
+            r.timeout_s or s.answer_timeout_s,
+        )
+
+    async def _prepare(self, request: AnswerRequest) -> tuple[_Run, AnswerPrompt]:
         llm = self._b.require_llm()  # before any search: a missing model is a set-up error
-        run = _Run(question=request.query, deadline_s=timeout_s)
+        prompt, max_context_chars, timeout_s = self._options(request)
+        run = _Run(question=request.question, deadline_s=timeout_s)
         try:
             async with asyncio.timeout(timeout_s):
-                run.search = await self._pipeline.run(request)
+                run.search = await self._engine.search(self._search_request(request))
         except TimeoutError:
             raise timeout_error("answer", "elasticsearch", timeout_s) from None
         run.search_ms = _ms(time.perf_counter() - run.started)
         if not run.search.hits:
-            return run
+            return run, prompt
         t0 = time.perf_counter()
         budget = context_budget(
             max_context_chars,
@@ -175,17 +135,10 @@ class Answerer:
         run.context = assemble_context(run.search.hits, max_context_chars=budget)
         run.messages = prompt.messages(run.question, run.context.text)
         run.context_ms = _ms(time.perf_counter() - t0)
-        return run
+        return run, prompt
 
-    async def answer(
-        self,
-        request: SearchRequest,
-        *,
-        prompt: AnswerPrompt,
-        max_context_chars: int,
-        timeout_s: float,
-    ) -> Answer:
-        run = await self._prepare(request, prompt=prompt, max_context_chars=max_context_chars, timeout_s=timeout_s)
+    async def answer(self, request: AnswerRequest) -> Answer:
+        run, prompt = await self._prepare(request)
         if run.context is None:
             return self._finish(run, prompt, status="nothing_found")
         t0 = time.perf_counter()
@@ -197,15 +150,9 @@ class Answerer:
             return self._finish(run, prompt, status="llm_failed", error=exc, llm_s=time.perf_counter() - t0)
         return self._finish(run, prompt, completion=completion, llm_s=time.perf_counter() - t0)
 
-    async def stream(
-        self,
-        request: SearchRequest,
-        *,
-        prompt: AnswerPrompt,
-        max_context_chars: int,
-        timeout_s: float,
-    ) -> AsyncIterator[AnswerEvent]:
-        run = await self._prepare(request, prompt=prompt, max_context_chars=max_context_chars, timeout_s=timeout_s)
+    async def stream(self, request: AnswerRequest) -> AsyncIterator[AnswerEvent]:
+        run, prompt = await self._prepare(request)
+        timeout_s = run.deadline_s
         if run.context is None:
             yield AnswerDone(answer=self._finish(run, prompt, status="nothing_found"))
             return
@@ -343,7 +290,7 @@ class Answerer:
             reasoning=reasoning(search, context, status, check, llm.model_id if llm else None, llm_s, error),
             correlation_id=search.correlation_id,
         )
-        _log_answer(answer)
+        _log_answer(self._b.events, answer)
         return answer
 
 
@@ -385,9 +332,9 @@ def reasoning(
     return "; ".join(parts) + "."
 
 
-def _log_answer(answer: Answer) -> None:
+def _log_answer(events: Events, answer: Answer) -> None:
     level = logging.WARNING if answer.status == "llm_failed" else logging.INFO
-    event(
+    events.emit(
         level,
         "answer failed; entries returned without one" if answer.status == "llm_failed" else "answer",
         "search.answer",

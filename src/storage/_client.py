@@ -1,40 +1,42 @@
 """``SearchClient``: the front door. Construction, lifecycle and wiring; the work is done by
 
-- :mod:`storage._pipeline` — a search, stage by stage (plan, retrieve, fuse, rerank, enrich, respond);
-- :mod:`storage._walk` — deep paging on a point-in-time;
-- :mod:`storage._indices` — the alias and its versioned indices;
-- :mod:`storage._ingest` — embedding and bulk indexing;
-- :mod:`storage._answer` — answers with citations: the search, a budgeted context, the chat model;
-- :mod:`storage._backend` — every call to Elasticsearch, the embedder, the reranker and the chat model,
-  through its resilience stack.
+- :mod:`storage._engine` — every read path's entry points (plan, retrieve, fuse, fetch) and a search;
+- :mod:`storage._walk` — deep paging on a point-in-time, on the engine;
+- :mod:`storage._answer` — answers with citations: a search, a budgeted context, the chat model;
+- :mod:`storage._indices` — the alias and its versioned indices; :mod:`storage._ingest` — embed + bulk;
+  :mod:`storage._reembed` — a model change with no downtime;
+- :mod:`storage._backend` — every call to Elasticsearch and the model providers, through its resilience
+  stack.
 
-The client holds no per-request state: concurrent calls share nothing but the dependencies.
+Each operation takes its request type's arguments (``storage._requests``: one keyword list per operation,
+written once) or one request object. The client holds no per-request state: concurrent calls share nothing
+but the dependencies.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
 from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embedder, create_llm, create_reranker
 
-from ._answer import Answerer, AnswerPrompt
+from ._answer import Answerer
 from ._backend import Backend
+from ._engine import Engine
 from ._errors import ConfigurationError, ElasticsearchNotConfigured, InvalidQuery
 from ._filters import FilterInput
-from ._fusion import FusionMethod
+from ._fusion import LegHit
+from ._fusion_setting import FusionSetting, FusionSource
 from ._indices import IndexManager
-from ._ingest import Ingester, ProgressCallback
-from ._logging import add_observer, remove_observer
+from ._ingest import Ingester
 from ._models import (
     Answer,
     AnswerEvent,
-    Document,
     IndexProgress,
     IndexReport,
     ReembedReport,
@@ -42,16 +44,14 @@ from ._models import (
     SearchPage,
     SearchResponse,
 )
-from ._pipeline import QuerySyntax, SearchPipeline, SearchRequest
 from ._reembed import Reembedder
+from ._requests import AnswerRequest, IngestRequest, PageRequest, SearchRequest, operation
 from ._resilience import Resilience, ResiliencePolicy
-from ._settings import RoundTrip, SearchSettings
+from ._settings import SearchSettings
 from ._telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
 from ._walk import Walker
 
-__all__ = ["ProgressCallback", "QuerySyntax", "SearchClient"]
-
-T = TypeVar("T")
+__all__ = ["SearchClient"]
 
 
 class SearchClient:
@@ -89,11 +89,11 @@ class SearchClient:
             llm=llm,
             llm_policy=llm_policy,
         )
+        self._engine = Engine(self._backend)
         self._indices = IndexManager(self._backend)
         self._ingester = Ingester(self._backend, self._indices)
-        self._pipeline = SearchPipeline(self._backend)
-        self._walker = Walker(self._backend, self._pipeline.retriever, self._pipeline.enricher)
-        self._answerer = Answerer(self._backend, self._pipeline)
+        self._walker = Walker(self._backend, self._engine)
+        self._answerer = Answerer(self._backend, self._engine)
         self._reembedder = Reembedder(self._backend, self._indices, self._ingester)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
         self._entered_loop: asyncio.AbstractEventLoop | None = None
@@ -164,8 +164,9 @@ class SearchClient:
     async def __aenter__(self) -> Self:
         self._backend.check_open()
         self._entered_loop = asyncio.get_running_loop()
-        if self.index not in self._backend.stored_fusions:  # the fusion tuned for the alias, if any: read once
-            await self._backend.stored_fusion(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
+        metadata = self._backend.metadata
+        if self.index not in metadata.fusions:  # the fusion tuned for the alias, if any: read once
+            await metadata.read_fusion(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
         if self._settings.telemetry and self._telemetry is None:
             await self.enable_telemetry(data_stream=self._settings.telemetry_data_stream)
         return self
@@ -176,11 +177,12 @@ class SearchClient:
         await self.aclose()
 
     async def enable_telemetry(self, *, data_stream: str = DEFAULT_DATA_STREAM, **options: Any) -> TelemetrySink:
-        """Ship search and breaker events into ``data_stream`` (for the Kibana dashboard in ``kibana/``).
+        """Ship this client's search and breaker events into ``data_stream`` (for the Kibana dashboard in
+        ``kibana/``).
 
         Asynchronous and bounded, with its own breaker: a slow or failing sink never slows or fails a
-        search (see ``storage._telemetry``). Events of every client in the process are shipped.
-        ``options`` go to :class:`TelemetrySink`. Stopped (and flushed) by :meth:`aclose`.
+        search (see ``storage._telemetry``). ``options`` go to :class:`TelemetrySink`. Stopped (and flushed)
+        by :meth:`aclose`.
         """
         self._backend.check_open()
         if self._telemetry is not None:
@@ -188,7 +190,7 @@ class SearchClient:
         sink = TelemetrySink(self._es, data_stream=data_stream, **options)
         await sink.start()
         observer = TelemetryObserver(sink)
-        add_observer(observer)
+        self._backend.events.add(observer)
         self._telemetry = (sink, observer)
         return sink
 
@@ -200,7 +202,7 @@ class SearchClient:
         b.close()
         if self._telemetry is not None:
             sink, observer = self._telemetry
-            remove_observer(observer)
+            b.events.remove(observer)
             await sink.aclose()
         if self._owns:
             try:
@@ -227,6 +229,12 @@ class SearchClient:
         return self._entered_loop
 
     @property
+    def elasticsearch(self) -> AsyncElasticsearch:
+        """The underlying elasticsearch-py client (shared: do not close it; its calls bypass this client's
+        resilience stack)."""
+        return self._es
+
+    @property
     def settings(self) -> SearchSettings:
         return self._settings
 
@@ -251,18 +259,6 @@ class SearchClient:
     def index(self) -> str:
         """The alias searched and written."""
         return self._settings.index
-
-    @property
-    def _checked_index(self) -> str | None:
-        return self._indices.checked_index
-
-    @_checked_index.setter
-    def _checked_index(self, value: str | None) -> None:
-        self._indices.checked_index = value
-
-    async def _es_call(self, op: Callable[[], Awaitable[T]], **options: Any) -> T:
-        """One Elasticsearch call through the resilience stack (for tests and scripts)."""
-        return await self._backend.es_call(op, **options)
 
     # -- index management ------------------------------------------------------------------------------
 
@@ -295,7 +291,12 @@ class SearchClient:
         await self._indices.refresh()
 
     async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
+        """Documents matching ``filters`` (the tenant's, for a tenant)."""
         return await self._indices.count(filters=filters, tenant_id=tenant_id)
+
+    async def existing(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
+        """Which of ``ids`` the index holds (the tenant's only, for a tenant)."""
+        return await self._indices.existing(ids, tenant_id=tenant_id)
 
     async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
         """The stored ``_source`` of one document (without its vector), or None — also None when it belongs
@@ -306,18 +307,22 @@ class SearchClient:
         """Cluster status, server version, license, the index's stats and this client's breaker states."""
         return await self._indices.health()
 
+    async def fusion_in_force(self) -> tuple[FusionSetting, dict[str, FusionSource]]:
+        """The fusion a search of the alias uses when the call passes none (read now), and where each of its
+        parameters comes from (``settings``, ``index``: stored with it, ``default``)."""
+        return await self._engine.fusion_in_force()
+
+    async def store_fusion(self, setting: FusionSetting, **provenance: Any) -> str:
+        """Store ``setting`` with the alias's write index (``_meta.fusion``; ``provenance``, e.g. how it was
+        tuned, under ``tuned``): every client of the alias uses it where neither the call nor its settings
+        say otherwise (read when entered, refreshed once a minute). Returns the index written."""
+        meta = setting.to_meta() | ({"tuned": provenance} if provenance else {})
+        return await self._indices.store_fusion(meta)
+
     # -- indexing --------------------------------------------------------------------------------------
 
-    async def index_documents(
-        self,
-        documents: Iterable[Document | Mapping[str, Any]],
-        *,
-        refresh: bool = False,
-        progress: ProgressCallback | None = None,
-        index: str | None = None,
-        tenant_id: str | None = None,
-        strict: bool = False,
-    ) -> IndexReport:
+    @operation(IngestRequest)
+    async def index_documents(self, request: IngestRequest) -> IndexReport:
         """Embed (in batches) and bulk-index documents; embedding and bulk requests overlap.
 
         Every document is validated first: an invalid one (neither title nor text, a bad field, another
@@ -327,9 +332,7 @@ class SearchClient:
         exactly one of ``report.indexed`` / ``report.failed``; a document whose embedding failed is reported
         and never indexed without its vector. ``refresh=True`` waits until the documents are searchable.
         """
-        return await self._ingester.index_documents(
-            documents, refresh=refresh, progress=progress, index=index, tenant_id=tenant_id, strict=strict
-        )
+        return await self._ingester.index_documents(request)
 
     async def reembed(
         self,
@@ -355,34 +358,11 @@ class SearchClient:
 
     # -- search ----------------------------------------------------------------------------------------
 
-    async def search(
-        self,
-        query: str | SearchRequest,
-        *,
-        mode: SearchMode = "hybrid",
-        filters: FilterInput = None,
-        limit: int = 10,
-        offset: int = 0,
-        tenant_id: str | None = None,
-        fusion: FusionMethod | None = None,
-        rrf_k: int | None = None,
-        weights: Mapping[str, float] | None = None,
-        window: int | None = None,
-        num_candidates: int | None = None,
-        similarity: float | None = None,
-        strict: bool = False,
-        highlight: bool = True,
-        index: str | None = None,
-        recover: bool = False,
-        scopes: Sequence[FilterInput] | None = None,
-        round_trip: RoundTrip | None = None,
-        syntax: QuerySyntax = "plain",
-        rerank: bool | None = None,
-        rerank_candidates: int | None = None,
-    ) -> SearchResponse:
+    @operation(SearchRequest)
+    async def search(self, request: SearchRequest) -> SearchResponse:
         """Search ``query`` with BM25, kNN or both (in parallel), fused in the client, optionally reranked.
 
-        ``query`` may also be a :class:`SearchRequest` (then no other argument is taken).
+        Takes :class:`SearchRequest`'s arguments, or one :class:`SearchRequest`.
         Validation happens before any request: an empty query, an unknown filter field, a bad mode or
         ``offset + limit`` beyond the fusion ``window`` raise :class:`InvalidQuery`.
         In hybrid mode a failed leg degrades the result (``degraded=True``) unless ``strict=True``;
@@ -401,74 +381,19 @@ class SearchClient:
         with the configured reranker; if it fails, the fused order is returned, ``degraded`` with a
         ``rerank_*`` reason (``strict=True`` raises instead).
         """
-        if isinstance(query, SearchRequest):
-            return await self._pipeline.run(query)
-        request = SearchRequest(
-            query=query,
-            mode=mode,
-            filters=filters,
-            limit=limit,
-            offset=offset,
-            tenant_id=tenant_id,
-            fusion=fusion,
-            rrf_k=rrf_k,
-            weights=weights,
-            window=window,
-            num_candidates=num_candidates,
-            similarity=similarity,
-            strict=strict,
-            highlight=highlight,
-            index=index,
-            recover=recover,
-            scopes=scopes,
-            round_trip=round_trip,
-            syntax=syntax,
-            rerank=rerank,
-            rerank_candidates=rerank_candidates,
-        )
-        return await self._pipeline.run(request)
+        return await self._engine.search(request)
+
+    @operation(SearchRequest)
+    async def retrieve(self, request: SearchRequest) -> dict[str, list[LegHit]]:
+        """Each leg's ranked list before fusion (ids and raw scores, ``window`` deep), through the same plan,
+        filters and tenancy as :meth:`search`: what tuning and evaluation fuse in-process. A failed leg raises
+        (as a strict search does)."""
+        return await self._engine.leg_lists(request)
 
     # -- answers -------------------------------------------------------------------------------------
 
-    def _answer_request(
-        self,
-        question: str,
-        *,
-        mode: SearchMode,
-        filters: FilterInput,
-        tenant_id: str | None,
-        limit: int | None,
-        rerank: bool | None,
-        strict: bool,
-        index: str | None,
-    ) -> SearchRequest:
-        return SearchRequest(
-            query=question,
-            mode=mode,
-            filters=filters,
-            limit=limit if limit is not None else self._settings.answer_limit,
-            tenant_id=tenant_id,
-            strict=strict,
-            highlight=False,  # the model reads the texts, not the highlights
-            index=index,
-            rerank=rerank,
-        )
-
-    async def answer(
-        self,
-        question: str,
-        *,
-        mode: SearchMode = "hybrid",
-        filters: FilterInput = None,
-        tenant_id: str | None = None,
-        limit: int | None = None,
-        rerank: bool | None = None,
-        max_context_chars: int | None = None,
-        timeout_s: float | None = None,
-        strict: bool = False,
-        index: str | None = None,
-        prompt: AnswerPrompt | None = None,
-    ) -> Answer:
+    @operation(AnswerRequest)
+    async def answer(self, request: AnswerRequest) -> Answer:
         """Answer ``question`` from the index, citing the documents: one :meth:`search` (same validation,
         filters, tenancy and degraded model; ``limit`` hits, default ``settings.answer_limit``), a context of
         ``ENTRY #id`` blocks within ``max_context_chars`` (default ``settings.answer_context_chars``; also
@@ -481,58 +406,15 @@ class SearchClient:
         Nothing found: no chat call, ``status="nothing_found"``. Needs a chat model (``llm=`` or
         ``LLM_PROVIDER``): :class:`ConfigurationError` otherwise, before any request.
         """
-        request = self._answer_request(
-            question,
-            mode=mode,
-            filters=filters,
-            tenant_id=tenant_id,
-            limit=limit,
-            rerank=rerank,
-            strict=strict,
-            index=index,
-        )
-        return await self._answerer.answer(
-            request,
-            prompt=prompt or AnswerPrompt(),
-            max_context_chars=max_context_chars or self._settings.answer_context_chars,
-            timeout_s=timeout_s or self._settings.answer_timeout_s,
-        )
+        return await self._answerer.answer(request)
 
-    def answer_stream(
-        self,
-        question: str,
-        *,
-        mode: SearchMode = "hybrid",
-        filters: FilterInput = None,
-        tenant_id: str | None = None,
-        limit: int | None = None,
-        rerank: bool | None = None,
-        max_context_chars: int | None = None,
-        timeout_s: float | None = None,
-        strict: bool = False,
-        index: str | None = None,
-        prompt: AnswerPrompt | None = None,
-    ) -> AsyncIterator[AnswerEvent]:
+    @operation(AnswerRequest)
+    def answer_stream(self, request: AnswerRequest) -> AsyncIterator[AnswerEvent]:
         """:meth:`answer`, streamed: :class:`AnswerDelta` events with the text as the model writes it, then
         one :class:`AnswerDone` with the whole :class:`Answer` (citations, entries, timings with
         ``first_token_ms``). If the model fails mid-way the last event says so (``answer.answer`` is None):
         replace the text shown. Use ``contextlib.aclosing`` to stop early."""
-        request = self._answer_request(
-            question,
-            mode=mode,
-            filters=filters,
-            tenant_id=tenant_id,
-            limit=limit,
-            rerank=rerank,
-            strict=strict,
-            index=index,
-        )
-        return self._answerer.stream(
-            request,
-            prompt=prompt or AnswerPrompt(),
-            max_context_chars=max_context_chars or self._settings.answer_context_chars,
-            timeout_s=timeout_s or self._settings.answer_timeout_s,
-        )
+        return self._answerer.stream(request)
 
     async def search_tool(
         self,
@@ -555,23 +437,8 @@ class SearchClient:
 
     # -- deep paging -----------------------------------------------------------------------------------
 
-    async def search_page(
-        self,
-        query: str,
-        *,
-        cursor: str | None = None,
-        mode: SearchMode = "hybrid",
-        filters: FilterInput = None,
-        tenant_id: str | None = None,
-        page_size: int = 10,
-        depth: int | None = None,
-        fusion: FusionMethod | None = None,
-        rrf_k: int | None = None,
-        weights: Mapping[str, float] | None = None,
-        highlight: bool = True,
-        index: str | None = None,
-        syntax: QuerySyntax = "plain",
-    ) -> SearchPage:
+    @operation(PageRequest)
+    async def search_page(self, request: PageRequest) -> SearchPage:
         """One page of a stable walk through the fused results, past any fusion window.
 
         The first call (``cursor=None``) opens a point-in-time; pass ``page.next_cursor`` back, with the
@@ -584,31 +451,18 @@ class SearchClient:
         expired (``settings.pit_keep_alive`` between pages); :class:`InvalidQuery` for a cursor made for
         other arguments.
         """
-        return await self._walker.search_page(
-            query,
-            cursor=cursor,
-            mode=mode,
-            filters=filters,
-            tenant_id=tenant_id,
-            page_size=page_size,
-            depth=depth,
-            fusion=fusion,
-            rrf_k=rrf_k,
-            weights=weights,
-            highlight=highlight,
-            index=index,
-            syntax=syntax,
-        )
+        return await self._walker.search_page(request)
 
     async def close_cursor(self, cursor: str) -> None:
         """End a walk early: close its point-in-time. Idempotent; an expired one is fine."""
         await self._walker.close_cursor(cursor)
 
-    def walk(self, query: str, *, page_size: int = 10, **options: Any) -> AsyncIterator[SearchPage]:
+    @operation(PageRequest)
+    def walk(self, request: PageRequest) -> AsyncIterator[SearchPage]:
         """Every page of a walk (:meth:`search_page` arguments). Use ``contextlib.aclosing`` so that leaving
         the loop early closes the point-in-time at once::
 
             async with aclosing(client.walk("q", page_size=50)) as pages:
                 async for page in pages: ...
         """
-        return self._walker.walk(query, page_size=page_size, **options)
+        return self._walker.walk(request)

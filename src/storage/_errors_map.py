@@ -33,11 +33,12 @@ from ._errors import (
 )
 
 __all__ = [
+    "error_reason",
     "error_type",
     "incompatible_server",
-    "map_embedding_error",
     "map_es_error",
     "map_provider_error",
+    "msearch_item_error",
     "shards_unavailable",
     "timeout_error",
 ]
@@ -52,6 +53,13 @@ def _retry_after(headers: Any) -> float | None:
         return max(float(value), 0.0) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def error_reason(body: Any) -> str:
+    """The ``error.reason`` of an Elasticsearch error body (the whole body as text when it has none)."""
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        return str(body["error"].get("reason", body["error"]))
+    return str(body)
 
 
 def error_type(body: Any) -> str | None:
@@ -209,8 +217,19 @@ def map_provider_error(exc: ProviderError, dependency: ProviderDependency) -> Se
     return DependencyError(f"{what} failed: {exc}", dependency=dependency, reason="error")
 
 
-def map_embedding_error(exc: ProviderError) -> SearchError:
-    return map_provider_error(exc, "embeddings")
+def msearch_item_error(item: Mapping[str, Any]) -> SearchError:
+    """One failed item of an ``_msearch`` answer (the others may have succeeded)."""
+    status = item.get("status")
+    error = item.get("error")
+    kind = error_type({"error": error}) if isinstance(error, Mapping) else None
+    if status == 404 and kind == "index_not_found_exception":
+        return IndexNotFound(f"index not found: {error_reason(item)}; call ensure_index()")
+    message = f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}"
+    if kind == "search_phase_execution_exception" and status in (503, 504):
+        return shards_unavailable(message, status)
+    return DependencyError(
+        message, dependency="elasticsearch", status=status if isinstance(status, int) else None, reason="http_error"
+    )
 
 
 def timeout_error(

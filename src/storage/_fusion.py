@@ -35,6 +35,7 @@ __all__ = [
     "fuse",
     "fused_list",
     "rrf",
+    "tail_provenance",
 ]
 
 #: The rank constant: it damps the head of each list so one leg's top hit cannot dominate the fused order.
@@ -420,6 +421,27 @@ def fused_list(
     if method in ("linear_minmax", "linear_zscore", "dbsf"):
         return _score_fusion(legs, weights, method)
     raise ValueError(f"unknown fusion method {method!r}")
+
+
+def tail_provenance(
+    doc_id: str,
+    leg: str,
+    rank: int,
+    raw_score: float,
+    *,
+    method: FusionMethod,
+    k: int,
+    weights: Mapping[str, float],
+) -> Provenance:
+    """A document ranked below a fused head by one leg alone (a walk's BM25 tail, ``rank`` in that leg): what
+    fusion gives it from that leg (RRF: ``w / (k + rank)``; the score fusions normalise within the head and
+    give it 0), normalised against the best possible score like a fused hit."""
+    if method == "rrf":
+        best = math.fsum(w / (k + 1) for w in weights.values())
+        score = weights[leg] / (k + rank)
+    else:
+        best, score = 1.0, 0.0
+    return (doc_id, score, min(score / best, 1.0) if best > 0 else 0.0, {leg: rank}, {leg: raw_score})
 
 
 def fuse(

@@ -1,8 +1,8 @@
-"""Index management: the alias and its versioned indices, counts, single documents, health."""
+"""Index management: the alias and its versioned indices, counts, single documents, scans, health."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from embeddings import Embedder
@@ -16,14 +16,17 @@ from ._errors import (
     IndexNotFound,
     ModelMismatch,
 )
-from ._errors_map import error_type, incompatible_server
+from ._errors_map import error_reason, error_type, incompatible_server
 from ._filters import FilterInput
-from ._logging import event
+from ._fusion_setting import configured_fusion
 from ._mapping import building_versions, index_body, next_index_name, versioned_index_name
-from ._pipeline.plan import filter_clauses, fusion_in_force, require_tenant
-from ._pipeline.retrieve import error_reason
+from ._queries import count_request, ids_request
+from ._tenancy import Scope, every_tenant, read_scope, require, visible
 
 __all__ = ["IndexManager", "write_index_of"]
+
+#: Ids asked for in one request when checking which exist.
+_IDS_PER_REQUEST = 1000
 
 
 def write_index_of(alias: str, indices: Mapping[str, Any]) -> str:
@@ -61,8 +64,8 @@ class IndexManager:
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
         self.checked_index = write_index
-        b.remember_fusion(alias, existing)  # (the answer holds the mappings: no second request)
-        event(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
+        b.metadata.remember_fusion(alias, existing)  # (the answer holds the mappings: no second request)
+        b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
 
     async def create_index_version(self) -> str:
@@ -89,7 +92,7 @@ class IndexManager:
             raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
         index = write_index_of(self.alias, current)
         await self.update_meta(index, {"fusion": dict(fusion)})
-        self._b.stored_fusions.pop(self.alias, None)
+        self._b.metadata.forget_fusion(self.alias)
         return index
 
     async def versions(self) -> dict[str, Any]:
@@ -113,7 +116,7 @@ class IndexManager:
         current = dict(next(iter(resp.body.values()))["mappings"].get("_meta", {}))
         meta = {**current, **updates}
         await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
-        b.index_models.pop(index, None)
+        b.metadata.forget_embedding(index)
 
     async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
         b = self._b
@@ -140,14 +143,70 @@ class IndexManager:
         await self._b.es_call(lambda: self._b.es.indices.refresh(index=index or self.alias))
 
     async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
-        tenant = require_tenant(tenant_id, "count", multi_tenant=self._b.settings.multi_tenant)
-        clauses = filter_clauses(filters, tenant)
-        resp = await self._b.es_call(lambda: self._b.es.count(index=self.alias, query={"bool": {"filter": clauses}}))
+        """Documents of the alias matching ``filters`` (the tenant's, for a tenant)."""
+        scope = read_scope(filters, tenant_id, what="count", multi_tenant=self._b.settings.multi_tenant)
+        return await self._count(self.alias, scope)
+
+    async def count_all(self, index: str) -> int:
+        """Every document of ``index``, across tenants (maintenance: a reembed)."""
+        return await self._count(index, every_tenant())
+
+    async def _count(self, index: str, scope: Scope) -> int:
+        body = count_request(scope)
+        resp = await self._b.es_call(lambda: self._b.es.count(index=index, **body))
         return int(resp.body["count"])
+
+    async def existing(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
+        """Which of ``ids`` the alias holds (the tenant's only, for a tenant)."""
+        scope = read_scope(None, tenant_id, what="existing", multi_tenant=self._b.settings.multi_tenant)
+        return await self._existing(ids, scope, self.alias)
+
+    async def existing_in(self, index: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` ``index`` holds, across tenants (maintenance: a reembed)."""
+        return await self._existing(ids, every_tenant(), index)
+
+    async def _existing(self, ids: Sequence[str], scope: Scope, index: str) -> set[str]:
+        b = self._b
+        found: set[str] = set()
+        for start in range(0, len(ids), _IDS_PER_REQUEST):
+            body = ids_request(ids[start : start + _IDS_PER_REQUEST], scope)
+            resp = await b.es_call(lambda body=body: b.es.search(index=index, **body))  # type: ignore[misc]
+            found.update(str(h["_id"]) for h in resp.body["hits"]["hits"])
+        return found
+
+    async def scan(self, index: str, *, size: int, source: bool) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every document of ``index``, a page of ``size`` at a time, on a point-in-time (a stable view,
+        closed at the end); with ``source`` their ``_source`` without the vectors, else ids only."""
+        b = self._b
+        keep_alive = b.settings.pit_keep_alive
+        opened = await b.es_call(lambda: b.es.open_point_in_time(index=index, keep_alive=keep_alive))
+        pit: str = opened.body["id"]
+        after: list[Any] | None = None
+        try:
+            while True:
+                body: dict[str, Any] = {
+                    "size": size,
+                    "pit": {"id": pit, "keep_alive": keep_alive},
+                    "sort": ["_shard_doc"],
+                    "_source": {"excludes": ["embedding"]} if source else False,
+                    "track_total_hits": False,
+                }
+                if after is not None:
+                    body["search_after"] = after
+                resp = await b.es_call(lambda body=body: b.es.search(**body))  # type: ignore[misc]
+                pit = resp.body.get("pit_id") or pit
+                hits = resp.body["hits"]["hits"]
+                if hits:
+                    yield hits
+                if len(hits) < size:
+                    return
+                after = hits[-1]["sort"]
+        finally:
+            await b.es_call(lambda: b.es.options(ignore_status=404).close_point_in_time(id=pit))
 
     async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
         b = self._b
-        tenant = require_tenant(tenant_id, "get_document", multi_tenant=b.settings.multi_tenant)
+        tenant = require(tenant_id, "get_document", multi_tenant=b.settings.multi_tenant)
         resp = await b.es_call(
             lambda: b.es.options(ignore_status=404).get(index=self.alias, id=doc_id, source_excludes=["embedding"])
         )
@@ -156,7 +215,7 @@ class IndexManager:
                 raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
             return None
         source = cast(dict[str, Any], resp.body.get("_source", {}))
-        if tenant is not None and source.get("tenant_id") != tenant:
+        if not visible(source, tenant):
             return None  # another tenant's document does not exist for this caller
         return source
 
@@ -184,7 +243,9 @@ class IndexManager:
         except AccessDenied:
             building = []
         # The fusion a search of the alias uses when the call passes none, and where each part comes from.
-        in_force, sources = fusion_in_force(b.settings, await b.stored_fusion(self.alias))
+        s = b.settings
+        stored = await b.metadata.read_fusion(self.alias)
+        in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), stored)
         out: dict[str, Any] = {
             "cluster": {
                 "name": cluster.get("cluster_name"),
@@ -292,7 +353,7 @@ class IndexManager:
                 )
             analyzer = info.get("mappings", {}).get("properties", {}).get("text", {}).get("analyzer", "standard")
             if analyzer != self._b.settings.analyzer:
-                event(
+                self._b.events.emit(
                     30,
                     "index keeps its analyzer; the configured one applies to new index versions",
                     "index.analyzer_differs",

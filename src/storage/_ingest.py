@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +18,13 @@ from embeddings import Embedder, InvalidEmbedding, Vector
 from ._backend import Backend
 from ._errors import InvalidDocument, InvalidQuery, SearchError
 from ._indices import IndexManager
-from ._logging import event
+from ._mapping import valid_target
 from ._models import Document, FailedDocument, IndexProgress, IndexReport
-from ._pipeline.plan import require_tenant, valid_target
+from ._requests import IngestRequest, ProgressCallback
 from ._resilience import Resilience
+from ._tenancy import require, stamp
 
-__all__ = ["Ingester", "ProgressCallback", "Record"]
-
-ProgressCallback = Callable[[IndexProgress], None]
+__all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
 
 
@@ -44,28 +43,27 @@ class Ingester:
         self._b = backend
         self._indices = indices
 
-    async def index_documents(
-        self,
-        documents: Iterable[Document | Mapping[str, Any]],
-        *,
-        refresh: bool = False,
-        progress: ProgressCallback | None = None,
-        index: str | None = None,
-        tenant_id: str | None = None,
-        strict: bool = False,
-    ) -> IndexReport:
+    async def index_documents(self, request: IngestRequest) -> IndexReport:
         b = self._b
         b.check_open()
         started = time.perf_counter()
+        documents, refresh, progress, index, tenant_id, strict = (
+            request.documents,
+            request.refresh,
+            request.progress,
+            request.index,
+            request.tenant_id,
+            request.strict,
+        )
         if tenant_id is not None:
-            require_tenant(tenant_id, "index_documents", multi_tenant=b.settings.multi_tenant)
+            require(tenant_id, "index_documents", multi_tenant=b.settings.multi_tenant)
         coerced, duplicates, invalid = _coerce_documents(documents)
         docs, invalid = self._assign_tenant(coerced, tenant_id, invalid)
         if invalid and strict:
             first = min(invalid, key=lambda f: f.position or 0)
             raise InvalidDocument(f"document #{first.position} is invalid: {first.detail}", position=first.position)
         if invalid:
-            event(
+            b.events.emit(
                 30,
                 "invalid documents skipped",
                 "index.invalid_documents",
@@ -87,7 +85,7 @@ class Ingester:
             duplicates=duplicates,
             seconds=time.perf_counter() - started,
         )
-        event(
+        b.events.emit(
             20 if report.ok else 30,
             "documents indexed",
             "index.documents",
@@ -210,18 +208,12 @@ class Ingester:
         multi = self._b.settings.multi_tenant
         out: list[Document] = []
         for position, doc in docs:
-            problem = None
-            if tenant_id is not None:
-                if doc.tenant_id not in (None, tenant_id):
-                    problem = f"document {doc.id!r} belongs to tenant {doc.tenant_id!r}, not {tenant_id!r}"
-                elif doc.tenant_id is None:
-                    doc = doc.model_copy(update={"tenant_id": tenant_id})
-            elif multi and not doc.tenant_id:
-                problem = f"this client is multi-tenant: document {doc.id!r} has no tenant_id (pass tenant_id=)"
-            if problem is None:
-                out.append(doc)
-            else:
-                invalid.append(FailedDocument(id=doc.id, reason="invalid_document", detail=problem, position=position))
+            try:
+                tenant = stamp(tenant_id, doc.tenant_id, multi_tenant=multi, doc_id=doc.id)
+            except InvalidQuery as exc:
+                invalid.append(FailedDocument(id=doc.id, reason="invalid_document", detail=str(exc), position=position))
+                continue
+            out.append(doc if tenant == doc.tenant_id else doc.model_copy(update={"tenant_id": tenant}))
         return out, invalid
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:

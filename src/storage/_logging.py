@@ -12,32 +12,22 @@ import hashlib
 import logging
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
 __all__ = [
-    "add_observer",
+    "Events",
+    "Observer",
     "configure_ecs_logging",
     "correlation_id",
+    "event",
     "get_correlation_id",
     "query_hash",
-    "remove_observer",
 ]
 
-#: Called with (level, message, fields) for every event, whatever the logging configuration (telemetry).
+#: Called with (level, message, fields) for an event, whatever the logging configuration (telemetry).
 Observer = Callable[[int, str, dict[str, Any]], None]
-_observers: list[Observer] = []
-
-
-def add_observer(observer: Observer) -> None:
-    _observers.append(observer)
-
-
-def remove_observer(observer: Observer) -> None:
-    if observer in _observers:
-        _observers.remove(observer)
-
 
 logger = logging.getLogger("storage")
 logger.addHandler(logging.NullHandler())
@@ -65,27 +55,55 @@ def query_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def wanted(level: int, log: logging.Logger = logger) -> bool:
-    """Would an event at ``level`` reach anyone (an observer, or a logger at that level)? Check it before
-    assembling a large event's fields."""
-    return bool(_observers) or log.isEnabledFor(level)
-
-
-def event(level: int, message: str, action: str, fields: dict[str, Any], log: logging.Logger = logger) -> None:
-    if not wanted(level, log):
+def event(
+    level: int,
+    message: str,
+    action: str,
+    fields: dict[str, Any],
+    log: logging.Logger = logger,
+    observers: Sequence[Observer] = (),
+    stacklevel: int = 2,
+) -> None:
+    """One structured event: to ``log`` (if it is enabled for ``level``) and to ``observers`` (always)."""
+    if not observers and not log.isEnabledFor(level):
         return
     extra: dict[str, Any] = {"event.action": action, "event.dataset": "storage." + action.split(".")[0]}
     cid = _correlation_id.get()
     if cid:
         extra["trace.correlation_id"] = cid
     extra.update(fields)
-    for observer in list(_observers):
+    for observer in list(observers):
         try:
             observer(level, message, extra)
         except Exception:  # an observer never breaks the caller
             log.debug("event observer failed", exc_info=True)
     if log.isEnabledFor(level):
-        log.log(level, message, extra=extra, stacklevel=2)
+        log.log(level, message, extra=extra, stacklevel=stacklevel)
+
+
+class Events:
+    """One client's events: every event goes to the logger, and to this client's observers only (its
+    telemetry sink ships its own client's events, never another's)."""
+
+    __slots__ = ("observers",)
+
+    def __init__(self) -> None:
+        self.observers: list[Observer] = []
+
+    def add(self, observer: Observer) -> None:
+        self.observers.append(observer)
+
+    def remove(self, observer: Observer) -> None:
+        if observer in self.observers:
+            self.observers.remove(observer)
+
+    def wanted(self, level: int, log: logging.Logger = logger) -> bool:
+        """Would an event at ``level`` reach anyone (an observer, or a logger at that level)? Check it before
+        assembling a large event's fields."""
+        return bool(self.observers) or log.isEnabledFor(level)
+
+    def emit(self, level: int, message: str, action: str, fields: dict[str, Any], log: logging.Logger = logger) -> None:
+        event(level, message, action, fields, log, self.observers, stacklevel=3)
 
 
 def configure_ecs_logging(

@@ -1,16 +1,22 @@
-"""The index design: a strict mapping, versioned concrete indices behind an alias."""
+"""The index design: a strict mapping, versioned concrete indices behind an alias, the names a request may
+target, and what an index records about itself (``_meta``). Pure."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from ._errors import InvalidQuery
 
 __all__ = [
     "BUILDING",
     "INDEX_VERSION_WIDTH",
     "building_versions",
     "index_body",
+    "index_meta",
     "next_index_name",
+    "valid_target",
     "versioned_index_name",
 ]
 
@@ -18,6 +24,29 @@ INDEX_VERSION_WIDTH = 6
 MAPPING_VERSION = 1
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
+
+
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
+
+
+def valid_target(index: str) -> str:
+    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters."""
+    names = index.split(",")
+    bad = [n for n in names if not _INDEX_NAME.match(n)]
+    if bad:
+        raise InvalidQuery(f"invalid index name(s) {bad}: lowercase letters, digits, '.', '_', '-'; no wildcards")
+    return index
+
+
+def index_meta(mappings: Any, index: str) -> dict[str, Any]:
+    """``index``'s ``_meta`` in a get-mapping (or get-index) answer (the first index's when ``index`` is not a
+    key: an alias), or {} for anything else (a proxy's page, a stub's answer)."""
+    if not isinstance(mappings, Mapping) or not mappings:
+        return {}
+    found = mappings.get(index, next(iter(mappings.values())))
+    mapping = found.get("mappings") if isinstance(found, Mapping) else None
+    meta = mapping.get("_meta") if isinstance(mapping, Mapping) else None
+    return dict(meta) if isinstance(meta, Mapping) else {}
 
 
 def versioned_index_name(alias: str, version: int) -> str:

@@ -1,9 +1,13 @@
-"""Pure request builders for the two legs. Both receive the same filter clauses."""
+"""Pure request builders: the two legs, the page's fetch, counts and id lookups. Every read is built from a
+:class:`~storage._tenancy.Scope` (the caller's filters and the tenant's), never from bare filters, so the
+legs, the fetch and a walk's pages all carry the same clauses."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from ._tenancy import Scope
 
 __all__ = [
     "BM25_FIELDS",
@@ -11,11 +15,14 @@ __all__ = [
     "TIE_BREAKER",
     "bm25_fuzzy_request",
     "bm25_request",
+    "count_request",
     "fetch_request",
+    "ids_request",
     "knn_query_request",
     "knn_request",
     "msearch_body",
     "on_pit",
+    "server_side",
 ]
 
 #: The fields the BM25 leg searches, scored as BEIR scores Elasticsearch: the best field's score plus
@@ -33,11 +40,10 @@ _HIGHLIGHT_TEXT = {"fragment_size": 160, "number_of_fragments": 2}
 def bm25_request(
     text: str,
     *,
-    filters: Sequence[dict[str, Any]],
+    scope: Scope,
     size: int,
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
-    docvalue_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: BM25 over ``fields`` inside ``bool.filter``.
 
@@ -46,20 +52,14 @@ def bm25_request(
     built by :mod:`storage._syntax` (the opt-in query syntax).
 
     Ids and scores only (no ``_source``, no highlights): the documents of the hits that are shown come from
-    one :func:`fetch_request` after fusion. ``docvalue_fields`` (e.g. ``tenant_id``) ride along cheaply.
+    one :func:`fetch_request` after fusion. The scope's doc values (the tenant, for the second check) ride
+    along cheaply.
     """
-    query = {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(filters)}}
-    return _ids_only({"query": query, "size": size}, docvalue_fields)
+    query = {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
+    return _ids_only({"query": query, "size": size}, scope.doc_values)
 
 
-def bm25_fuzzy_request(
-    text: str,
-    *,
-    filters: Sequence[dict[str, Any]],
-    size: int,
-    fields: Sequence[str] = BM25_FIELDS,
-    docvalue_fields: Sequence[str] = (),
-) -> dict[str, Any]:
+def bm25_fuzzy_request(text: str, *, scope: Scope, size: int, fields: Sequence[str] = BM25_FIELDS) -> dict[str, Any]:
     """The zero-result retry: the same terms with ``fuzziness: AUTO`` (1 edit from 3 letters, 2 from 6),
     the first letter fixed (misspellings rarely change it, and it keeps the expansion cheap)."""
     match = {
@@ -74,7 +74,8 @@ def bm25_fuzzy_request(
             "lenient": True,
         }
     }
-    return _ids_only({"query": {"bool": {"must": [match], "filter": list(filters)}}, "size": size}, docvalue_fields)
+    query = {"bool": {"must": [match], "filter": list(scope.clauses)}}
+    return _ids_only({"query": query, "size": size}, scope.doc_values)
 
 
 def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str, Any]:
@@ -90,15 +91,15 @@ def fetch_request(
     ids: Sequence[str],
     *,
     highlight: bool,
-    filters: Sequence[dict[str, Any]] = (),
+    scope: Scope,
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The second phase: the documents of given ids and, if ``highlight``, their highlights for the query
     (``clause``, or ``text`` over ``fields``: the BM25 leg's own query, so the fragments are the ones it would
-    have made; a leading snippet where no term matches, e.g. a hit only the kNN leg found). ``filters`` (the
-    search's own, tenant included) apply again, so the fetch can never return more than the legs."""
-    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": list(ids)}}, *filters]}}
+    have made; a leading snippet where no term matches, e.g. a hit only the kNN leg found). The scope (the
+    search's filters, tenant included) applies again, so the fetch can never return more than the legs."""
+    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": list(ids)}}, *scope.clauses]}}
     body: dict[str, Any] = {"query": query, "size": len(ids), "source": _SOURCE, "track_total_hits": False}
     if highlight:
         query["bool"]["should"] = [clause or _keywords(text, fields)]
@@ -135,11 +136,10 @@ def _highlight() -> dict[str, Any]:
 def knn_request(
     vector: Sequence[float],
     *,
-    filters: Sequence[dict[str, Any]],
+    scope: Scope,
     k: int,
     num_candidates: int,
     similarity: float | None = None,
-    docvalue_fields: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
@@ -150,17 +150,17 @@ def knn_request(
         "k": k,
         "num_candidates": max(num_candidates, k),
     }
-    if filters:
-        knn["filter"] = list(filters)
+    if scope.clauses:
+        knn["filter"] = list(scope.clauses)
     if similarity is not None:
         knn["similarity"] = similarity
-    return _ids_only({"knn": knn, "size": k}, docvalue_fields)
+    return _ids_only({"knn": knn, "size": k}, scope.doc_values)
 
 
 def knn_query_request(
     vector: Sequence[float],
     *,
-    filters: Sequence[dict[str, Any]],
+    scope: Scope,
     depth: int,
     size: int,
     similarity: float | None = None,
@@ -168,11 +168,32 @@ def knn_query_request(
     """The ``knn`` *query* (not the top-level section): the ``depth`` nearest documents per shard as an
     ordinary scored query, so a point-in-time walk can page through them with ``search_after``."""
     knn: dict[str, Any] = {"field": "embedding", "query_vector": list(vector), "num_candidates": depth}
-    if filters:
-        knn["filter"] = list(filters)
+    if scope.clauses:
+        knn["filter"] = list(scope.clauses)
     if similarity is not None:
         knn["similarity"] = similarity
-    return {"query": {"knn": knn}, "size": size, "source": False, "track_total_hits": False}
+    return _ids_only({"query": {"knn": knn}, "size": size}, scope.doc_values)
+
+
+def count_request(scope: Scope) -> dict[str, Any]:
+    """Keyword arguments for ``AsyncElasticsearch.count``: the documents the scope sees."""
+    return {"query": {"bool": {"filter": list(scope.clauses)}}}
+
+
+def ids_request(ids: Sequence[str], scope: Scope) -> dict[str, Any]:
+    """Which of ``ids`` the index holds (within the scope): ids only."""
+    query = {"bool": {"filter": [{"ids": {"values": list(ids)}}, *scope.clauses]}}
+    return {"query": query, "size": len(ids), "source": False, "track_total_hits": False}
+
+
+def server_side(body: dict[str, Any], *, timeout_s: float, allow_partial: bool) -> dict[str, Any]:
+    """``body`` with a server-side ``timeout`` (so Elasticsearch stops work the client has given up on) and,
+    when partial results are not allowed, ``allow_partial_search_results: false`` (a request parameter, which
+    an ``_msearch`` item moves into its header)."""
+    out = {**body, "timeout": f"{max(int(timeout_s * 1_000_000), 1)}micros"}
+    if not allow_partial:
+        out["allow_partial_search_results"] = False
+    return out
 
 
 def on_pit(

@@ -28,17 +28,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from embeddings import Embedder, ProviderError
+from embeddings import Embedder
 
 from ._backend import Backend
 from ._errors import IndexNotFound
-from ._errors_map import map_provider_error
 from ._indices import IndexManager, write_index_of
 from ._ingest import Ingester, Record
-from ._logging import event
 from ._mapping import BUILDING
 from ._models import FailedDocument, IndexProgress, ReembedReport, embedding_text
-from ._resilience import Resilience
 
 __all__ = ["Reembedder"]
 
@@ -71,11 +68,8 @@ class Reembedder:
         b.check_open()
         started = time.perf_counter()
         emb = embedder or b.embedder
-        stack = Resilience("embeddings", b.settings.embeddings_policy())  # the new model's failures are its own
-        try:
-            await emb.probe()
-        except ProviderError as exc:
-            raise map_provider_error(exc, "embeddings") from exc
+        stack = b.embeddings_stack()  # the new model's failures are its own
+        await b.probe_embedder(emb)
         alias = self._indices.alias
         current = await self._indices.aliased()
         if not current:
@@ -92,7 +86,7 @@ class Reembedder:
                 reason=f"{source} holds {previous!r} already",
             )
         target, resumed_from = await self._target(source, emb, mappings, restart=restart)
-        event(
+        b.events.emit(
             20,
             "reembed started",
             "index.reembed",
@@ -169,7 +163,7 @@ class Reembedder:
         else:
             out = out.model_copy(update={"reason": reason})
         out = out.model_copy(update={"seconds": time.perf_counter() - started})
-        event(
+        b.events.emit(
             20 if out.promoted else 30,
             "reembed finished" if out.promoted else "reembed finished; the alias was not moved",
             "index.reembed",
@@ -212,54 +206,18 @@ class Reembedder:
         }
         return await self._indices.create_version(embedder=emb, analyzer=analyzer, meta=meta), None
 
-    async def _scan(self, index: str, *, size: int, source: bool) -> AsyncIterator[list[dict[str, Any]]]:
-        """The index's hits, a page of ``size`` at a time, on a point-in-time (closed at the end); with
-        ``source`` their ``_source`` without the vector, else ids only."""
-        b = self._b
-        keep_alive = b.settings.pit_keep_alive
-        opened = await b.es_call(lambda: b.es.open_point_in_time(index=index, keep_alive=keep_alive))
-        pit: str = opened.body["id"]
-        after: list[Any] | None = None
-        try:
-            while True:
-                body: dict[str, Any] = {
-                    "size": size,
-                    "pit": {"id": pit, "keep_alive": keep_alive},
-                    "sort": ["_shard_doc"],
-                    "_source": {"excludes": ["embedding"]} if source else False,
-                    "track_total_hits": False,
-                }
-                if after is not None:
-                    body["search_after"] = after
-                resp = await b.es_call(lambda body=body: b.es.search(**body))  # type: ignore[misc]
-                pit = resp.body.get("pit_id") or pit
-                hits = resp.body["hits"]["hits"]
-                if hits:
-                    yield hits
-                if len(hits) < size:
-                    return
-                after = hits[-1]["sort"]
-        finally:
-            await b.es_call(lambda: b.es.options(ignore_status=404).close_point_in_time(id=pit))
-
     async def _pages(self, index: str) -> AsyncIterator[list[tuple[str, dict[str, Any]]]]:
         """The index's documents (id, ``_source`` without the vector), a page at a time."""
-        async for hits in self._scan(index, size=PAGE_SIZE, source=True):
+        async for hits in self._indices.scan(index, size=PAGE_SIZE, source=True):
             yield [(str(h["_id"]), dict(h.get("_source") or {})) for h in hits]
 
     async def _ids(self, index: str) -> set[str]:
         """Every id in the index."""
-        return {str(h["_id"]) async for hits in self._scan(index, size=_IDS_PAGE, source=False) for h in hits}
+        return {str(h["_id"]) async for hits in self._indices.scan(index, size=_IDS_PAGE, source=False) for h in hits}
 
     async def _present(self, index: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the index holds."""
-        if not ids:
-            return set()
-        b = self._b
-        resp = await b.es_call(
-            lambda: b.es.search(index=index, query={"ids": {"values": list(ids)}}, size=len(ids), source=False)
-        )
-        return {str(h["_id"]) for h in resp.body["hits"]["hits"]}
+        return await self._indices.existing_in(index, ids) if ids else set()
 
     async def _get(self, index: str, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         b = self._b
@@ -275,8 +233,7 @@ class Reembedder:
         await self._b.es_call(lambda: self._b.es.indices.refresh(index=",".join(indices)))
 
     async def _count(self, index: str) -> int:
-        resp = await self._b.es_call(lambda: self._b.es.count(index=index))
-        return int(resp.body["count"])
+        return await self._indices.count_all(index)
 
 
 def _building(info: dict[str, Any], source: str, model_id: str) -> bool:

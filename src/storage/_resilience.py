@@ -44,7 +44,7 @@ from ._errors import (
     Overloaded,
     SearchError,
 )
-from ._logging import event
+from ._logging import Events
 
 __all__ = ["Resilience", "ResiliencePolicy", "RetryBudget"]
 
@@ -139,8 +139,11 @@ class Resilience:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         rng: random.Random | None = None,
+        events: Events | None = None,
     ) -> None:
         self.dependency = dependency
+        #: Where this stack's events go: its client's (the logger and the client's observers).
+        self.events = events if events is not None else Events()
         self.policy = p = policy or ResiliencePolicy()
         self._clock = clock
         self._sleep_fn = sleep
@@ -304,7 +307,7 @@ class Resilience:
         if not is_transient(exc):
             return False
         if not self.budget.try_spend():
-            event(
+            self.events.emit(
                 logging.WARNING,
                 "retry budget exhausted",
                 "resilience.budget_exhausted",
@@ -347,7 +350,7 @@ class Resilience:
         if new == pybreaker.STATE_OPEN:
             self._opened_at = self._clock()
         self.state_changes.append((old, new))
-        event(
+        self.events.emit(
             logging.WARNING if new == pybreaker.STATE_OPEN else logging.INFO,
             f"{self.dependency} circuit {old} -> {new}",
             "resilience.breaker_state",
@@ -355,7 +358,7 @@ class Resilience:
         )
 
     def _log_attempt_failure(self, exc: SearchError) -> None:
-        event(
+        self.events.emit(
             logging.INFO,
             f"{self.dependency} attempt failed",
             "resilience.attempt_failed",
@@ -369,7 +372,7 @@ class Resilience:
         )
 
     def _log_retry(self, state: RetryCallState) -> None:
-        event(
+        self.events.emit(
             logging.INFO,
             f"retrying {self.dependency}",
             "resilience.retry",

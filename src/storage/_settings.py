@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ._fusion import DEFAULT_RRF_K, FusionMethod
+from ._fusion_setting import DEFAULT_WINDOW, FusionSetting
+from ._requests import RoundTrip
 from ._resilience import ResiliencePolicy
 
 __all__ = ["RoundTrip", "SearchSettings"]
 
-#: How a hybrid search reaches Elasticsearch: two concurrent requests, or one ``_msearch``.
-RoundTrip = Literal["parallel", "msearch"]
+#: The settings fields behind each fusion parameter (``storage._fusion_setting``).
+_FUSION_FIELDS = {
+    "method": ("fusion",),
+    "k": ("rrf_k",),
+    "weights": ("bm25_weight", "knn_weight"),
+    "window": ("window",),
+}
 
 
 class SearchSettings(BaseSettings):
@@ -70,7 +75,7 @@ class SearchSettings(BaseSettings):
     #: budget when the request is sent.
     search_timeout_s: float | None = Field(default=None, gt=0)
     #: Candidates fetched per leg and fused; ``offset + limit`` must fit inside it.
-    window: int = Field(default=50, ge=1, le=10_000)
+    window: int = Field(default=DEFAULT_WINDOW, ge=1, le=10_000)
     #: kNN ``num_candidates`` (HNSW breadth per shard); at least ``window``.
     num_candidates: int = Field(default=100, ge=1, le=10_000)
     fusion: FusionMethod = "rrf"
@@ -117,6 +122,16 @@ class SearchSettings(BaseSettings):
     max_concurrency: int = Field(default=32, ge=1)
     operation_deadline_s: float = Field(default=15.0, gt=0)
     embeddings_timeout_s: float = Field(default=10.0, gt=0)
+
+    def fusion_setting(self) -> FusionSetting:
+        """The fusion these settings name (their defaults where nothing was set)."""
+        return FusionSetting(self.fusion, self.rrf_k, self.bm25_weight, self.knn_weight, self.window)
+
+    def fusion_explicit(self) -> frozenset[str]:
+        """The fusion parameters set explicitly (``ES_FUSION``..., or a field given): they win over the
+        setting stored with an index."""
+        given = self.model_fields_set
+        return frozenset(param for param, fields in _FUSION_FIELDS.items() if any(f in given for f in fields))
 
     def es_policy(self) -> ResiliencePolicy:
         return ResiliencePolicy(

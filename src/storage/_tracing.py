@@ -5,7 +5,7 @@ provider: with no provider set (or the API not installed), :func:`span` is a no-
 Spans nest through contextvars, so the two legs started by ``asyncio.gather`` are children of the search
 span, and elasticsearch-py's own request spans become children of the legs. (elasticsearch-py opens one
 per request whenever OpenTelemetry is importable; a search's requests skip it while no provider is set:
-:attr:`storage._backend.Backend.leg_es`.)
+:attr:`storage._backend.Backend.leg_es`, :func:`without_request_spans`.)
 
 Attributes follow the logging fields (``search.mode``, ``search.query_hash``…); never query text, vectors
 or credentials.
@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-__all__ = ["SpanLike", "decided_once", "span", "tracing"]
+if TYPE_CHECKING:
+    from elasticsearch import AsyncElasticsearch
+
+__all__ = ["SpanLike", "decided_once", "span", "tracing", "without_request_spans"]
 
 try:  # the API is optional; tracing simply does nothing without it
     from opentelemetry import trace as _trace
@@ -128,3 +131,17 @@ def mark_error(current: SpanLike, error: BaseException, *, reason: str | None = 
         current.set_attribute("search.leg.reason", reason)
     if _trace is not None and hasattr(current, "set_status"):
         current.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+
+
+def without_request_spans(es: AsyncElasticsearch) -> AsyncElasticsearch:
+    """``es`` with elasticsearch-py's per-request OpenTelemetry span turned off. Its only switch is an
+    environment variable read when a client is made (a process-wide setting, not ours to change), so the
+    client's instrumentation object is replaced by a disabled one; an elasticsearch-py without it is left as
+    it is (tests/unit/test_tracing_checks.py fails if that object moves)."""
+    try:
+        from elasticsearch._otel import OpenTelemetry
+    except ImportError:  # pragma: no cover - an elasticsearch-py without its OpenTelemetry module
+        return es
+    if isinstance(getattr(es, "_otel", None), OpenTelemetry):
+        es._otel = OpenTelemetry(enabled=False)
+    return es

@@ -1,37 +1,27 @@
 """Deep paging: a stable walk through the fused results on a point-in-time (see :mod:`storage._paging`
-for the walk's order and its cursor). Reuses the plan stage, the legs' runner, fusion and the fetch."""
+for the walk's order and its cursor), built on the engine's entry points: each page plans the search
+(``window`` = the walk's depth), runs the legs on the point-in-time, fuses them, and fetches the page; only
+the BM25 tail below the head is the walk's own."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import functools
-import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 from ._backend import Backend
-from ._errors import (
-    ClientClosed,
-    CursorExpired,
-    DependencyError,
-    IndexNotFound,
-    InvalidQuery,
-    PartialResults,
-    SearchError,
-    SearchFailed,
-)
-from ._filters import FilterInput
-from ._fusion import FusionMethod, fused_list
-from ._logging import event, query_hash
-from ._models import SearchMode, SearchPage, ShardReport
+from ._engine import Engine, Plan, pit_missing
+from ._engine.enrich import hit_fields
+from ._errors import CursorExpired, DependencyError, InvalidQuery, PartialResults, SearchError
+from ._fusion import Provenance, tail_provenance
+from ._logging import query_hash
+from ._models import SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
-from ._pipeline.enrich import Enricher, hit_fields
-from ._pipeline.fuse import hit_columns, log_tenant_violation
-from ._pipeline.plan import Plan, QuerySyntax, SearchRequest, plan_search
-from ._pipeline.retrieve import Retriever, server_side
-from ._pipeline.state import LegOutcome
-from ._queries import bm25_request, knn_query_request, on_pit
+from ._queries import bm25_request, on_pit, server_side
+from ._requests import PageRequest, SearchRequest
+from ._tenancy import tenants_of
 from ._tracing import span
 
 __all__ = ["Walker"]
@@ -40,63 +30,47 @@ __all__ = ["Walker"]
 class Walker:
     """Pages of a walk: :meth:`search_page`, :meth:`walk`, :meth:`close_cursor`."""
 
-    def __init__(self, backend: Backend, retriever: Retriever, enricher: Enricher) -> None:
+    def __init__(self, backend: Backend, engine: Engine) -> None:
         self._b = backend
-        self._retriever = retriever
-        self._enricher = enricher
+        self._engine = engine
 
-    async def search_page(
-        self,
-        query: str,
-        *,
-        cursor: str | None = None,
-        mode: SearchMode = "hybrid",
-        filters: FilterInput = None,
-        tenant_id: str | None = None,
-        page_size: int = 10,
-        depth: int | None = None,
-        fusion: FusionMethod | None = None,
-        rrf_k: int | None = None,
-        weights: Mapping[str, float] | None = None,
-        highlight: bool = True,
-        index: str | None = None,
-        syntax: QuerySyntax = "plain",
-    ) -> SearchPage:
+    async def search_page(self, request: PageRequest) -> SearchPage:
         """One page of a walk; the public contract is documented on ``SearchClient.search_page``."""
         self._b.check_open()
         started = time.perf_counter()
-        d = depth if depth is not None else self._b.settings.paging_depth
-        if not 1 <= page_size <= 1000:
+        r = request
+        d = r.depth if r.depth is not None else self._b.settings.paging_depth
+        if not 1 <= r.page_size <= 1000:
             raise InvalidQuery("page_size must be between 1 and 1000")
         if not 1 <= d <= 10_000:
             raise InvalidQuery("depth must be between 1 and 10000")
-        request = SearchRequest(
-            query=query,
-            mode=mode,
-            filters=filters,
-            tenant_id=tenant_id,
-            limit=min(page_size, d),
-            fusion=fusion,
-            rrf_k=rrf_k,
-            weights=weights,
-            window=d,
-            num_candidates=d,
-            strict=True,
-            highlight=highlight,
-            index=index,
-            round_trip="parallel",
-            syntax=syntax,
-            rerank=False,
+        plan = await self._engine.plan(
+            SearchRequest(
+                r.query,
+                mode=r.mode,
+                filters=r.filters,
+                tenant_id=r.tenant_id,
+                limit=min(r.page_size, d),
+                fusion=r.fusion,
+                rrf_k=r.rrf_k,
+                weights=r.weights,
+                window=d,
+                num_candidates=d,
+                strict=True,
+                highlight=r.highlight,
+                index=r.index,
+                round_trip="parallel",
+                syntax=r.syntax,
+                rerank=False,
+            )
         )
-        stored = await self._b.fusion_for(request.index or self._b.settings.index)
-        plan = plan_search(request, self._b.settings, has_reranker=False, stored=stored)
         fp = fingerprint(
-            {"q": plan.text, "s": plan.bm25_clause is not None, "m": plan.mode, "f": plan.clauses, "i": plan.target}
-            | {"fu": plan.method}
+            {"q": plan.text, "s": plan.bm25_clause is not None, "m": plan.mode, "f": list(plan.scope.clauses)}
+            | {"i": plan.target, "fu": plan.method}
             | {"k": plan.k, "w": plan.weights, "d": d}
         )
         keep_alive = self._b.settings.pit_keep_alive
-        if cursor is None:
+        if r.cursor is None:
             try:
                 opened = await self._b.es_call(
                     lambda: self._b.es.open_point_in_time(index=plan.target, keep_alive=keep_alive)
@@ -112,7 +86,7 @@ class Walker:
             state |= {"p": 0, "n": 0, "fp": fp}
         else:
             try:
-                state = decode_cursor(cursor)
+                state = decode_cursor(r.cursor)
             except ValueError as exc:
                 raise InvalidQuery(str(exc)) from None
             if state.get("fp") != fp:
@@ -122,9 +96,9 @@ class Walker:
                 )
         with span("hybrid_search.page", {"search.mode": plan.mode, "search.page": int(state["p"]) + 1}):
             try:
-                return await self._walk_page(plan, state, d, page_size, keep_alive, started)
+                return await self._page(plan.on_pit(state["pit"], keep_alive), state, d, r.page_size, started)
             except DependencyError as exc:
-                if _pit_missing(exc):
+                if pit_missing(exc):
                     raise CursorExpired(
                         f"the walk's point-in-time has expired (kept {keep_alive} between pages); start again"
                     ) from exc
@@ -138,12 +112,12 @@ class Walker:
             raise InvalidQuery(str(exc)) from None
         await self._close_pit(pit)
 
-    async def walk(self, query: str, *, page_size: int = 10, **options: Any) -> AsyncIterator[SearchPage]:
+    async def walk(self, request: PageRequest) -> AsyncIterator[SearchPage]:
         """Every page of a walk, closing its point-in-time if left early (see ``SearchClient.walk``)."""
-        cursor: str | None = None
+        cursor: str | None = request.cursor
         try:
             while True:
-                page = await self.search_page(query, cursor=cursor, page_size=page_size, **options)
+                page = await self.search_page(_with_cursor(request, cursor))
                 cursor = page.next_cursor
                 yield page
                 if cursor is None:
@@ -156,48 +130,22 @@ class Walker:
         try:
             await self._b.es_call(lambda: self._b.es.options(ignore_status=404).close_point_in_time(id=pit))
         except SearchError as exc:  # it expires by itself; never fail the caller for it
-            event(30, "could not close a point-in-time", "search.pit_close_failed", {"error.type": type(exc).__name__})
+            self._b.events.emit(
+                30, "could not close a point-in-time", "search.pit_close_failed", {"error.type": type(exc).__name__}
+            )
 
-    async def _walk_page(
-        self, plan: Plan, state: dict[str, Any], depth: int, page_size: int, keep_alive: str, started: float
-    ) -> SearchPage:
-        pit: str = state["pit"]
+    async def _page(self, plan: Plan, state: dict[str, Any], depth: int, page_size: int, started: float) -> SearchPage:
+        assert plan.pit is not None
+        pit, keep_alive = plan.pit
         # 1. The head: each leg's top `depth` (ids and scores only), on the point-in-time, fused.
-        outcomes = {leg: LegOutcome(leg) for leg in plan.legs}
-        coros: list[Awaitable[LegOutcome]] = []
-        if "bm25" in outcomes:
-            body = on_pit(
-                bm25_request(plan.text, filters=plan.clauses, size=depth, clause=plan.bm25_clause),
-                pit,
-                keep_alive,
-            )
-            coros.append(
-                self._retriever.run_leg(outcomes["bm25"], lambda scope: self._pit_leg(outcomes["bm25"], body, scope))
-            )
-        if "knn" in outcomes:
-            coros.append(
-                self._retriever.run_leg(
-                    outcomes["knn"], lambda scope: self._knn_pit_leg(outcomes["knn"], plan, pit, keep_alive, scope)
-                )
-            )
-        await asyncio.gather(*coros)
-        failed: dict[str, SearchError] = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
-        if failed:
-            for error in failed.values():
-                if isinstance(error, IndexNotFound | ClientClosed) or _pit_missing(error):
-                    raise error
-            raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
-        for leg, o in outcomes.items():
-            _require_complete(leg, o.shards)
+        outcomes, _ = await self._engine.retrieve(plan)
+        if not any(o.error for o in outcomes.values()):
+            for leg, o in outcomes.items():
+                _require_complete(leg, o.shards)
+        fused = self._engine.fuse(plan, outcomes)  # strict: a failed leg raises (the cursor can be retried)
         pit = next((o.pit_id for o in outcomes.values() if o.pit_id), pit)
-        fused = fused_list(
-            {leg: hit_columns(o.hits) for leg, o in outcomes.items()},
-            method=plan.method,
-            k=plan.k,
-            weights=plan.weights,
-        )
         offset = int(state["o"])
-        chosen = fused.provenances(offset, offset + page_size)
+        chosen: list[Provenance] = fused.hits.provenances(offset, offset + page_size)
         offset += len(chosen)
         # 2. The BM25 tail, once the head is used up: matches below `depth`, minus the kNN head's ids.
         bm25 = outcomes.get("bm25")
@@ -207,24 +155,24 @@ class Walker:
         )
         tail_rank, tail_done = int(state["tr"]), bool(state["td"])
         knn_ids = {str(h["_id"]) for h in outcomes["knn"].hits} if "knn" in outcomes else set()
-        best = math.fsum(w / (plan.k + 1) for w in plan.weights.values()) if plan.method == "rrf" else 1.0
         in_tail = False
         while len(chosen) < page_size and tail_possible and not tail_done:
             in_tail = True
             size = min(2 * (page_size - len(chosen)) + 10, 1000)
             body = on_pit(
-                bm25_request(plan.text, filters=plan.clauses, size=size, clause=plan.bm25_clause),
+                bm25_request(plan.text, scope=plan.scope, size=size, clause=plan.bm25_clause),
                 pit,
                 keep_alive,
                 tail_after,
             )
-            full = server_side(body, self._b.settings, self._b.settings.leg_timeout_s)
-            resp = await self._b.es_call(
-                functools.partial(self._b.es.search, **full), deadline_s=self._b.settings.leg_timeout_s
-            )
+            s = self._b.settings
+            timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * s.leg_timeout_s
+            full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
+            resp = await self._b.es_call(functools.partial(self._b.es.search, **full), deadline_s=s.leg_timeout_s)
             _require_complete("bm25 tail", ShardReport.from_body(resp.body))
             pit = resp.body.get("pit_id") or pit
             hits = resp.body["hits"]["hits"]
+            tenant_of = tenants_of(hits) if plan.tenant_id is not None else {}
             consumed = 0
             for h in hits:
                 if len(chosen) == page_size:
@@ -234,36 +182,34 @@ class Walker:
                 tail_after = h["sort"]
                 if str(h["_id"]) in knn_ids:
                     continue  # already in the head
-                rank = depth + tail_rank
-                score = plan.weights["bm25"] / (plan.k + rank) if plan.method == "rrf" else 0.0
-                leg_scores = {"bm25": float(h.get("_score") or 0.0)}
-                chosen.append((str(h["_id"]), score, min(score / best, 1.0), {"bm25": rank}, leg_scores))
+                if plan.tenant_id is not None and tenant_of.get(str(h["_id"])) != plan.tenant_id:
+                    self._engine.tenant_violation(1)  # the second check (the filter should make it a no-op)
+                    continue
+                chosen.append(
+                    tail_provenance(
+                        str(h["_id"]),
+                        "bm25",
+                        depth + tail_rank,
+                        float(h.get("_score") or 0.0),
+                        method=plan.method,
+                        k=plan.k,
+                        weights=plan.weights,
+                    )
+                )
             if len(hits) < size and consumed == len(hits):
                 tail_done = True
         # 3. The page's documents and highlights: one request on the same point-in-time.
         docs: dict[str, dict[str, Any]] = {}
         if chosen:
-            found = await self._enricher.fetch(
-                [c[0] for c in chosen],
-                text=plan.embed_text,
-                highlight=plan.highlight,
-                filters=plan.clauses,
-                clause=plan.bm25_clause,
-                pit=(pit, keep_alive),
-            )
+            found = await self._engine.fetch(plan.on_pit(pit, keep_alive), [c[0] for c in chosen])
             _require_complete("fetch", found.shards)
             docs = found.hits
-            if plan.tenant_id is not None:
-                wrong = [c for c in chosen if docs.get(c[0], {}).get("_source", {}).get("tenant_id") != plan.tenant_id]
-                if wrong:
-                    log_tenant_violation(len(wrong))
-                    chosen = [c for c in chosen if c not in wrong]
         returned = int(state["n"])
         hits_out = [
             hit_fields(hit, docs.get(hit[0], {}), highlight=plan.highlight, position=position)
             for position, hit in enumerate(chosen, start=returned + 1)
         ]
-        finished = offset >= len(fused) and (not tail_possible or tail_done)
+        finished = offset >= len(fused.hits) and (not tail_possible or tail_done)
         next_cursor: str | None = None
         if finished:
             await self._close_pit(pit)
@@ -284,7 +230,7 @@ class Walker:
                 "latency_ms": (time.perf_counter() - started) * 1000,
             }
         )
-        event(
+        self._b.events.emit(
             20,
             "search page",
             "search.page",
@@ -300,28 +246,9 @@ class Walker:
         )
         return page
 
-    async def _pit_leg(self, out: LegOutcome, body: dict[str, Any], scope: asyncio.Timeout) -> None:
-        es = self._b.leg_es
-        budget = self._b.settings.leg_timeout_s
-        full = server_side(body, self._b.settings, budget)
-        resp = await self._b.es_call(lambda: es.search(**full), deadline_s=budget, within=scope)
-        out.answered(resp.body)
-        out.pit_id = resp.body.get("pit_id")
 
-    async def _knn_pit_leg(
-        self, out: LegOutcome, plan: Plan, pit: str, keep_alive: str, scope: asyncio.Timeout
-    ) -> None:
-        budget = self._b.settings.leg_timeout_s
-        out.waiting_on = "embeddings"
-        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
-        out.waiting_on = "elasticsearch"
-        body = on_pit(
-            knn_query_request(vector, filters=plan.clauses, depth=plan.candidates, size=plan.window),
-            pit,
-            keep_alive,
-        )
-        await self._pit_leg(out, body, scope)
-        await self._retriever.check_model(out.hits, scope)
+def _with_cursor(request: PageRequest, cursor: str | None) -> PageRequest:
+    return dataclasses.replace(request, cursor=cursor)
 
 
 def _require_complete(what: str, shards: ShardReport | None) -> None:
@@ -333,8 +260,3 @@ def _require_complete(what: str, shards: ShardReport | None) -> None:
             f"{what} of a deep-paging walk {detail} ({shards.failure or 'no failure reason'}); retry the same cursor",
             shards={what: shards},
         )
-
-
-def _pit_missing(error: SearchError) -> bool:
-    """Elasticsearch's answer for an expired or closed point-in-time."""
-    return isinstance(error, DependencyError) and error.status == 404 and "search_context_missing" in str(error)

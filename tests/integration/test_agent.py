@@ -72,7 +72,7 @@ async def test_a_degraded_search_is_said_in_one_line(client: SearchClient, setti
     await client.ensure_index()
     await client.index_documents(DOCS, refresh=True)
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
-    async with SearchClient(client._es, dead, settings, owns_clients=False) as c:
+    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False) as c:
         out = await SearchTool(c).run({"query": "revenue guidance"})
     await dead.aclose()
     assert "Note: partial results — semantic search was unavailable (connection_error)." in out

@@ -25,10 +25,10 @@ from storage import (
     DependencyError,
     Document,
     InvalidQuery,
+    ResiliencePolicy,
     SearchClient,
     SearchSettings,
 )
-from storage._resilience import ResiliencePolicy
 
 from .._chat_server import ChatServer
 from .._scripted import ScriptedServer, chat_body, chat_chunks

@@ -187,7 +187,7 @@ async def test_a_client_reaching_only_one_of_three_hosts_still_works(cluster: Lo
         sniffing = _settings([proxies[2].url], index, sniff_on_start=True)
         async with SearchClient.from_settings(sniffing, embedder=HashingEmbedder()) as c:
             await c.health()
-            hosts = {n.config.port for n in c._es.transport.node_pool.all()}
+            hosts = {n.config.port for n in c.elasticsearch.transport.node_pool.all()}
             assert {urllib.parse.urlparse(u).port for u in cluster.urls} <= hosts
     finally:
         for p in proxies:

@@ -24,11 +24,11 @@ from storage import (
     DependencyError,
     DependencyUnavailable,
     Document,
+    ResiliencePolicy,
     SearchClient,
     SearchFailed,
     SearchSettings,
 )
-from storage._resilience import ResiliencePolicy
 from storage.local_es import LocalElasticsearch
 
 from .._faultproxy import FaultProxy
@@ -66,7 +66,7 @@ def _client(
 ) -> SearchClient:
     s = SearchSettings(url=url, index=index, **settings)  # type: ignore[arg-type]
     return SearchClient(
-        SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64))._es,
+        SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)).elasticsearch,
         embedder or HashingEmbedder(dimensions=64),  # type: ignore[arg-type]
         s,
         es_policy=policy,
@@ -155,10 +155,9 @@ async def test_connection_reset_mid_response_on_a_write_still_leaves_one_documen
     loaded: SearchClient, proxy: FaultProxy
 ) -> None:
     async with _client(proxy.url, loaded.index) as c:
-        c._checked_index = loaded.index  # already ensured by the direct client
         await proxy.set_mode("cut_response", cut_after=20, cut_times=1)
         new = [Document(id=f"new-{i}", text=f"fresh document {i}") for i in range(10)]
-        report = await c.index_documents(new, refresh=True)
+        report = await c.index_documents(new, refresh=True, index=loaded.index)  # (ensured by the direct client)
     assert sorted(report.indexed) == sorted(d.id for d in new)
     assert report.failed == []
     assert await loaded.count() == len(DOCS) + len(new)  # the cut write was applied once, the retry overwrote
@@ -168,11 +167,20 @@ async def test_connection_reset_mid_response_on_a_write_still_leaves_one_documen
 async def test_non_retryable_error_is_one_request_and_leaves_the_breaker_closed(
     loaded: SearchClient, proxy: FaultProxy
 ) -> None:
+    refused = {"error": {"type": "illegal_argument_exception", "reason": "injected"}, "status": 400}
     async with _client(proxy.url, loaded.index) as c:
         before = proxy.requests
         assert await c.get_document("missing-id") is None  # 404 handled
-        with pytest.raises(Exception):  # noqa: B017, PT011 - any typed error: a 400 from a bad refresh target
-            await c._es_call(lambda: c._es.indices.refresh(index="bad,,name"))
+        await proxy.set_mode(
+            "inject",
+            inject_times=1,
+            inject_status=400,
+            inject_headers={"x-elastic-product": "Elasticsearch"},
+            inject_body=json.dumps(refused).encode(),
+        )
+        with pytest.raises(DependencyError) as info:  # a 400 the transport received: never retried
+            await c.count()
+        assert info.value.status == 400
         assert proxy.requests - before == 2
         assert c.resilience["elasticsearch"].state == "closed"
         assert c.resilience["elasticsearch"].breaker.fail_counter == 0
@@ -368,8 +376,7 @@ async def test_bulk_partial_failure_retries_rejected_items_and_reports_mapping_e
         inject_body=json.dumps(rejected).encode(),
     )
     async with _client(proxy.url, loaded.index) as c:
-        c._checked_index = loaded.index
-        report = await c.index_documents(docs, refresh=True)
+        report = await c.index_documents(docs, refresh=True, index=loaded.index)  # (ensured by the direct client)
     assert proxy.injected == 1
     assert sorted(report.indexed) == sorted(d.id for d in good)
     assert sorted(f.id for f in report.failed) == sorted(d.id for d in bad)

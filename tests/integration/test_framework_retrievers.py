@@ -16,8 +16,7 @@ from langchain_core.documents import Document as LangChainDocument
 from llama_index.core.schema import NodeWithScore
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
-from storage import ConfigurationError, Document, SearchClient, SearchFailed, SearchSettings
-from storage._resilience import ResiliencePolicy
+from storage import ConfigurationError, Document, ResiliencePolicy, SearchClient, SearchFailed, SearchSettings
 from storage.integrations import haystack as hs
 from storage.integrations import langchain as lc
 from storage.integrations import llama_index as li
@@ -174,7 +173,9 @@ async def test_a_dead_embedder_gives_bm25_documents_flagged_degraded_and_strict_
 ) -> None:
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1000)
-    async with SearchClient(loaded._es, dead, settings, owns_clients=False, embeddings_policy=policy) as degraded:
+    async with SearchClient(
+        loaded.elasticsearch, dead, settings, owns_clients=False, embeddings_policy=policy
+    ) as degraded:
         docs = await framework.asynchronous(framework.build(client=degraded, limit=3), QUERY)
         assert docs
         for doc in docs:

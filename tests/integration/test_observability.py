@@ -80,7 +80,7 @@ async def test_a_failed_leg_is_an_error_span_and_the_degraded_search_says_why(
     await client.ensure_index()
     await client.index_documents(DOCS, refresh=True)
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
-    async with SearchClient(client._es, dead, client.settings, owns_clients=False) as c:
+    async with SearchClient(client.elasticsearch, dead, client.settings, owns_clients=False) as c:
         spans.clear()
         res = await c.search("revenue guidance")
     await dead.aclose()

@@ -80,7 +80,7 @@ async def test_when_partial_results_are_not_allowed_elasticsearch_refuses_and_th
     half_red: SearchClient, settings: SearchSettings
 ) -> None:
     s = settings.model_copy(update={"allow_partial_search_results": False})
-    async with SearchClient(half_red._es, HashingEmbedder(dimensions=64), s, owns_clients=False) as c:
+    async with SearchClient(half_red.elasticsearch, HashingEmbedder(dimensions=64), s, owns_clients=False) as c:
         with pytest.raises(SearchFailed) as info:
             await c.search("revenue guidance")
         assert {e.reason for e in info.value.leg_errors.values()} == {"shards_unavailable"}

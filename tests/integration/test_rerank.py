@@ -20,8 +20,8 @@ from storage import (
     SearchRequest,
     SearchSettings,
 )
+from storage._engine.rerank import rerank_text
 from storage._logging import query_hash
-from storage._pipeline.rerank import rerank_text
 from storage.agent import SearchTool
 
 from .._rerank_server import RerankServer, bm25_scores
@@ -50,7 +50,9 @@ async def reranking(
 ) -> AsyncIterator[SearchClient]:
     reranker = HttpReranker(rerank_server.url, api="cohere-v2", model="bm25-test")
     s = settings.model_copy(update={"rerank_timeout_s": 1.0})
-    async with SearchClient(loaded._es, HashingEmbedder(dimensions=64), s, owns_clients=False, reranker=reranker) as c:
+    async with SearchClient(
+        loaded.elasticsearch, HashingEmbedder(dimensions=64), s, owns_clients=False, reranker=reranker
+    ) as c:
         yield c
     await reranker.aclose()
 
@@ -90,7 +92,7 @@ async def test_a_reranker_that_is_down_returns_the_fused_order_degraded_with_one
 ) -> None:
     dead = HttpReranker(f"http://127.0.0.1:{_free_port()}", api="tei")
     async with SearchClient(
-        loaded._es, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
+        loaded.elasticsearch, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
     ) as c:
         caplog.set_level(logging.INFO, logger="storage")
         fused = await c.search(QUERY)
@@ -150,7 +152,7 @@ async def test_a_dead_reranker_opens_its_own_breaker_and_never_elasticsearchs(
 ) -> None:
     dead = HttpReranker(f"http://127.0.0.1:{_free_port()}", api="tei")
     async with SearchClient(
-        loaded._es, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
+        loaded.elasticsearch, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
     ) as c:
         reasons = [(await c.search(QUERY, rerank=True)).degraded_reason for _ in range(4)]
         assert c.resilience["reranker"].state == "open"
@@ -177,7 +179,9 @@ async def test_rerank_as_a_settings_default_and_as_the_agent_tools_host_policy(
 ) -> None:
     reranker = HttpReranker(rerank_server.url, api="tei")
     s = settings.model_copy(update={"rerank": True})
-    async with SearchClient(loaded._es, HashingEmbedder(dimensions=64), s, owns_clients=False, reranker=reranker) as c:
+    async with SearchClient(
+        loaded.elasticsearch, HashingEmbedder(dimensions=64), s, owns_clients=False, reranker=reranker
+    ) as c:
         assert (await c.search(QUERY)).ordered_by == "rerank"
         assert (await c.search(QUERY, rerank=False)).ordered_by == "fusion"
         text = await SearchTool(c).run({"query": QUERY})

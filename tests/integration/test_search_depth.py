@@ -206,7 +206,7 @@ async def test_msearch_degrades_like_parallel_when_a_leg_fails(settings: SearchS
     await client.ensure_index()
     await client.index_documents(WALK[:20], refresh=True)
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
-    async with SearchClient(client._es, dead, settings, owns_clients=False) as c:
+    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False) as c:
         res = await c.search("common", round_trip="msearch")
     await dead.aclose()
     assert res.degraded

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from embeddings import OpenAIEmbedder
-from storage import Document, SearchClient, SearchSettings
+from embeddings import HashingEmbedder, OpenAIEmbedder
+from storage import Document, ResiliencePolicy, SearchClient, SearchSettings
 from storage._kibana import saved_objects
-from storage._resilience import ResiliencePolicy
 from storage._telemetry import TELEMETRY_FIELDS, TelemetrySink
 
 from .._faultproxy import FaultProxy
@@ -83,7 +82,8 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
     await client.search("nothing matches this", mode="bm25")
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1, reset_timeout_s=60)
-    async with SearchClient(client._es, dead, settings, owns_clients=False, embeddings_policy=policy) as c:
+    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False, embeddings_policy=policy) as c:
+        await c.enable_telemetry(data_stream=telemetry_stream)  # its own sink: flushed when it closes
         await c.search("revenue")  # degraded: the embedder is down; its breaker opens
     await dead.aclose()
     await sink.flush()
@@ -116,6 +116,23 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
         assert mapped(field), field
         assert field in present, field
     assert all("revenue" not in json.dumps(d) for d in searches)  # hashes, never query text
+
+
+async def test_a_clients_telemetry_ships_its_own_events_and_no_other_clients(
+    client: SearchClient, es: AsyncElasticsearch, telemetry_stream: str, settings: SearchSettings
+) -> None:
+    await client.ensure_index()
+    await client.index_documents(DOCS, refresh=True)
+    sink = await client.enable_telemetry(data_stream=telemetry_stream, flush_interval_s=0.2)
+    async with SearchClient(client.elasticsearch, HashingEmbedder(dimensions=64), settings, owns_clients=False) as c:
+        for _ in range(3):
+            await c.search("revenue")  # another client in the same process: no telemetry of its own
+    await client.search("revenue", mode="bm25")
+    await sink.flush()
+    await es.indices.refresh(index=telemetry_stream)
+    docs = [h["_source"] for h in (await es.search(index=telemetry_stream, size=100)).body["hits"]["hits"]]
+    assert [d["search.mode"] for d in docs if d["event.action"] == "search"] == ["bm25"]
+    assert sink.emitted == 1
 
 
 async def test_a_failing_or_slow_sink_never_slows_or_fails_searches(client: SearchClient, es_url: str) -> None:

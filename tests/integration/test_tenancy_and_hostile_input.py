@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import AsyncIterator
+from typing import Any, ClassVar
 
 import pytest
+from elastic_transport import AiohttpHttpNode
+from elasticsearch import AsyncElasticsearch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
-from storage import Document, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
+from storage import Document, InvalidDocument, InvalidQuery, ResiliencePolicy, SearchClient, SearchSettings
 from storage._fusion import fused_list
-from storage._resilience import ResiliencePolicy
 
 TENANTS = [f"tenant-{i}" for i in range(5)]
 VOCAB = ["revenue", "guidance", "cloud", "margin", "growth", "outlook", "demand", "supply", "chip", "china", "quarter"]
@@ -50,7 +53,7 @@ async def test_no_search_path_ever_returns_another_tenants_document(
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1000)
     s = settings.model_copy(update={"multi_tenant": True})
-    async with SearchClient(tenanted._es, dead, s, owns_clients=False, embeddings_policy=policy) as degraded:
+    async with SearchClient(tenanted.elasticsearch, dead, s, owns_clients=False, embeddings_policy=policy) as degraded:
         for _ in range(25):
             tenant = rng.choice(TENANTS)
             query = " ".join(rng.sample(VOCAB, rng.randint(1, 4)))
@@ -107,12 +110,66 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
         await tenanted.search_page("revenue", cursor=page.next_cursor, tenant_id="tenant-1", page_size=5)
 
 
+class _Recording(AiohttpHttpNode):
+    """A real transport node that keeps every request's method, path and body."""
+
+    seen: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    async def perform_request(self, method: str, target: str, body: bytes | None = None, **kw: Any) -> Any:  # type: ignore[override]
+        _Recording.seen.append((method, target, body or b""))
+        return await super().perform_request(method, target, body=body, **kw)
+
+
+async def test_every_read_a_multi_tenant_client_sends_carries_the_tenant_filter(
+    tenanted: SearchClient, settings: SearchSettings
+) -> None:
+    s = settings.model_copy(update={"multi_tenant": True})
+    es = AsyncElasticsearch(settings.url, node_class=_Recording)
+    _Recording.seen.clear()
+    tenant = {"term": {"tenant_id": "tenant-2"}}
+    async with SearchClient(es, HashingEmbedder(dimensions=64), s, owns_clients=False) as c:
+        for trip in ("parallel", "msearch"):
+            await c.search("revenue guidance", tenant_id="tenant-2", round_trip=trip, recover=True, scopes=[{}])  # type: ignore[arg-type]
+        await c.search("qzxqzx", mode="bm25", tenant_id="tenant-2", recover=True)
+        async for _ in c.walk("revenue", tenant_id="tenant-2", page_size=30, depth=10):
+            pass
+        await c.count(tenant_id="tenant-2")
+        await c.existing(["tenant-1-1", "tenant-2-1"], tenant_id="tenant-2")
+        await c.retrieve("revenue", tenant_id="tenant-2")
+    await es.close()
+    reads = [(t, b) for m, t, b in _Recording.seen if t.split("?")[0].endswith(("/_search", "/_count", "/_msearch"))]
+    assert len(reads) >= 12  # the legs, fuzzy retries, scope tiers, fetches, pages, counts and lookups
+    for target, body in reads:
+        items = (
+            [json.loads(line) for line in body.splitlines() if line.strip()] if b"\n" in body else [json.loads(body)]
+        )
+        for item in items:
+            if "index" in item and len(item) <= 2 and "query" not in item and "knn" not in item:
+                continue  # an _msearch header line
+            filters = json.dumps(item)
+            assert json.dumps(tenant) in filters, (target, item)
+
+
+def test_a_scope_is_made_only_with_the_tenant_rule() -> None:
+    from storage._tenancy import Scope, read_scope
+
+    with pytest.raises(TypeError, match="read_scope"):
+        Scope((), None, ())
+    with pytest.raises(InvalidQuery, match="multi-tenant"):
+        read_scope(None, None, what="search", multi_tenant=True)
+    scope = read_scope({"ticker": "X"}, "t1", what="search", multi_tenant=True)
+    assert {"term": {"tenant_id": "t1"}} in scope.clauses
+    assert scope.widened({}).clauses == ({"term": {"tenant_id": "t1"}},)  # a wider tier keeps the tenant
+
+
 def test_the_second_check_drops_results_of_another_tenant() -> None:
-    from storage._pipeline.fuse import same_tenant as _same_tenant
+    from storage._tenancy import keep_tenant
 
     fused = fused_list({"bm25": (["a", "b"], [1.0, 0.5])})
     tenant_of = {"a": "t1", "b": "t2"}
-    assert [f.id for f in _same_tenant(fused, tenant_of, "t1")] == ["a"]
+    kept, dropped = keep_tenant(fused, tenant_of, "t1")
+    assert [f.id for f in kept] == ["a"]
+    assert dropped == 1
 
 
 @pytest.mark.parametrize("index", ["*", "_all", "docs*", "-docs", "docs,*", "remote:docs", "Docs", "../x", ""])

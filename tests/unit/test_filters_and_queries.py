@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from storage import Exists, InvalidQuery, Range, Term, Terms
 from storage._filters import parse_filters, to_es_filters
 from storage._queries import bm25_request, knn_request
+from storage._tenancy import read_scope
 from storage._text import _scrubbed, clean_query
 
 
@@ -66,8 +67,9 @@ def test_malformed_filters_are_typed_errors(filters: object, match: str) -> None
 
 def test_both_legs_receive_the_same_filter_clauses() -> None:
     clauses = to_es_filters(parse_filters({"ticker": "AAPL"}))
-    bm25 = bm25_request("q", filters=clauses, size=50)
-    knn = knn_request([0.1, 0.2], filters=clauses, k=50, num_candidates=20, similarity=0.5)
+    scope = read_scope({"ticker": "AAPL"}, None, what="search", multi_tenant=False)
+    bm25 = bm25_request("q", scope=scope, size=50)
+    knn = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, similarity=0.5)
     assert bm25["query"]["bool"]["filter"] == knn["knn"]["filter"] == clauses
     assert knn["knn"]["num_candidates"] == 50  # never below k
     assert knn["knn"]["similarity"] == 0.5
@@ -79,7 +81,7 @@ def test_both_legs_receive_the_same_filter_clauses() -> None:
 
 
 def test_one_field_needs_no_dis_max() -> None:
-    bm25 = bm25_request("q", filters=[], size=10, fields=["text"])
+    bm25 = bm25_request("q", scope=read_scope(None, None, what="search", multi_tenant=False), size=10, fields=["text"])
     assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["fields"] == ["text"]
 
 

@@ -1,4 +1,4 @@
-"""The pure stages of the search pipeline, without a server: plan, fuse, rerank ordering, respond."""
+"""The pure stages of the engine, without a server: plan, fuse, rerank ordering, respond."""
 
 from __future__ import annotations
 
@@ -18,21 +18,23 @@ from storage import (
     SearchRequest,
     SearchSettings,
 )
+from storage._engine.fuse import fuse_legs, hit_columns, raise_if_failed
+from storage._engine.plan import plan_search
+from storage._engine.rerank import Ranked, order_by_scores, rerank_text
+from storage._engine.respond import build_response
+from storage._engine.state import LegOutcome, SearchState
 from storage._fusion import fused_list
+from storage._fusion_setting import configured_fusion
 from storage._models import RerankReport, ShardReport
-from storage._pipeline.fuse import fuse_legs, hit_columns, raise_if_failed
-from storage._pipeline.plan import plan_search
-from storage._pipeline.rerank import Ranked, order_by_scores, rerank_text
-from storage._pipeline.respond import build_response
-from storage._pipeline.state import LegOutcome, SearchState
 
 SETTINGS = SearchSettings(url="http://127.0.0.1:9200", index="docs")
 
 
 def _plan(**kw: Any) -> Any:
     has_reranker = kw.pop("has_reranker", False)
+    below = configured_fusion(SETTINGS.fusion_setting(), SETTINGS.fusion_explicit(), None)
     return plan_search(
-        SearchRequest(query=kw.pop("query", "revenue guidance"), **kw), SETTINGS, has_reranker=has_reranker
+        SearchRequest(query=kw.pop("query", "revenue guidance"), **kw), SETTINGS, has_reranker=has_reranker, below=below
     )
 
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import SearchSettings
-from storage._pipeline.plan import SearchRequest, fusion_in_force, plan_search
-from storage._tuning import FusionSetting, cross_validate, default_grid, fold_of, fuse_top, paired_test
+from storage import SearchRequest, SearchSettings
+from storage._engine.plan import plan_search
+from storage._fusion_setting import FusionSetting, InForce, configured_fusion
+from storage.evaluation._statistics import cross_validate, default_grid, fold_of, fuse_top, paired_test
 
 STORED = FusionSetting(method="dbsf", k=40, bm25_weight=1.0, knn_weight=0.25, window=100)
 
@@ -93,19 +94,23 @@ def test_a_stored_setting_round_trips_and_a_broken_one_is_refused() -> None:
             FusionSetting.from_meta(broken)
 
 
+def _below(settings: SearchSettings, stored: FusionSetting | None) -> InForce:
+    return configured_fusion(settings.fusion_setting(), settings.fusion_explicit(), stored)
+
+
 def test_precedence_call_over_settings_over_the_index_over_defaults() -> None:
     plain = SearchSettings()
-    setting, sources = fusion_in_force(plain, None)
+    setting, sources = _below(plain, None)
     assert setting == FusionSetting()
     assert set(sources.values()) == {"default"}
-    setting, sources = fusion_in_force(plain, STORED)
+    setting, sources = _below(plain, STORED)
     assert setting == STORED
     assert set(sources.values()) == {"index"}
     explicit = SearchSettings(rrf_k=7, knn_weight=2.0)  # (as ES_RRF_K / ES_KNN_WEIGHT would)
-    setting, sources = fusion_in_force(explicit, STORED)
+    setting, sources = _below(explicit, STORED)
     assert (setting.method, setting.k, setting.weights, setting.window) == ("dbsf", 7, {"bm25": 1.0, "knn": 2.0}, 100)
     assert sources == {"method": "index", "k": "settings", "weights": "settings", "window": "index"}
     request = SearchRequest(query="q", fusion="rrf", weights={"bm25": 3.0}, window=20)
-    plan = plan_search(request, explicit, has_reranker=False, stored=STORED)
+    plan = plan_search(request, explicit, has_reranker=False, below=_below(explicit, STORED))
     assert (plan.method, plan.k, plan.weights, plan.window) == ("rrf", 7, {"bm25": 3.0, "knn": 2.0}, 20)
     assert plan.fusion_sources == {"method": "call", "k": "settings", "weights": "call", "window": "call"}

@@ -12,7 +12,7 @@ from typing import Any
 from .._client import SearchClient
 from .._errors import ConfigurationError
 from .._models import SearchHit, SearchResponse, embedding_text
-from .._pipeline import SearchRequest
+from .._requests import SearchRequest
 from .._settings import SearchSettings
 from ._bridge import ClientBridge
 

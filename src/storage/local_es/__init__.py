@@ -32,6 +32,7 @@ Command line::
 from ._cluster import LocalCluster, url_or_local
 from ._host import VERSION_8, VERSION_9, LocalElasticsearchError, default_cache_dir, default_version, find_java_home
 from ._node import LocalElasticsearch
+from ._plugins import install_plugins
 
 __all__ = [
     "VERSION_8",
@@ -42,5 +43,6 @@ __all__ = [
     "default_cache_dir",
     "default_version",
     "find_java_home",
+    "install_plugins",
     "url_or_local",
 ]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SearchError
-from .._logging import event, get_correlation_id, query_hash, wanted
+from .._logging import Events, get_correlation_id, query_hash
 from .._models import SearchHitFields, SearchResponse
 from .._tracing import SpanLike
 from .fuse import Fused
@@ -91,6 +91,7 @@ def build_response(
 
 
 def log_search(
+    events: Events,
     state: SearchState,
     outcomes: Mapping[str, LegOutcome],
     response: SearchResponse | None,
@@ -99,7 +100,7 @@ def log_search(
 ) -> None:
     """The one event per search: ECS dotted fields, a query hash (never the text)."""
     level = 40 if error else (30 if response is not None and response.degraded else 20)
-    if not wanted(level):
+    if not events.wanted(level):
         return  # nobody listens: do not assemble some thirty fields
     plan = state.plan
     fields: dict[str, Any] = {
@@ -151,7 +152,7 @@ def log_search(
     if error is not None:
         fields["error.type"] = type(error).__name__
         fields["error.message"] = str(error)
-    event(level, "search", "search", fields)
+    events.emit(level, "search", "search", fields)
 
 
 def mark_span(search_span: SpanLike, response: SearchResponse) -> None:

@@ -21,7 +21,7 @@ from .._backend import Backend
 from .._errors import SearchError
 from .._errors_map import timeout_error
 from .._fusion import FusedList, Provenance
-from .._logging import event, query_hash
+from .._logging import query_hash
 from .._models import RerankReport
 from .plan import Plan
 
@@ -104,7 +104,7 @@ class RerankStage:
                 if isinstance(exc, TimeoutError):
                     raise error from None
                 raise
-            event(
+            self._b.events.emit(
                 logging.WARNING,
                 "rerank failed; the fused order is returned",
                 "search.rerank_failed",

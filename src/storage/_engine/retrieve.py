@@ -3,7 +3,8 @@
 The legs run concurrently (``parallel``: the BM25 request is on the wire while the query is embedded) or
 in one ``_msearch`` after the embedding. Each leg has its own budget (``leg_timeout_s``); a failed or late
 leg becomes data (``outcome.error``), so the other leg's hits survive it. Zero-result recovery (opt-in)
-retries an empty BM25 leg with fuzzy matching.
+retries an empty BM25 leg with fuzzy matching. A plan on a point-in-time (a walk's page) runs its legs
+there, in a total order (``search_after`` can continue them).
 """
 
 from __future__ import annotations
@@ -14,26 +15,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .._backend import Backend
-from .._errors import DependencyError, IndexNotFound, SearchError
-from .._errors_map import error_type, shards_unavailable, timeout_error
-from .._queries import bm25_fuzzy_request, bm25_request, knn_request, msearch_body
-from .._settings import SearchSettings
+from .._errors import SearchError
+from .._errors_map import msearch_item_error, timeout_error
+from .._queries import (
+    bm25_fuzzy_request,
+    bm25_request,
+    knn_query_request,
+    knn_request,
+    msearch_body,
+    on_pit,
+    server_side,
+)
 from .._tracing import mark_error, span
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Retriever", "error_reason", "server_side"]
-
-
-def server_side(body: dict[str, Any], settings: SearchSettings, remaining_s: float) -> dict[str, Any]:
-    """``body`` with a server-side ``timeout`` (so Elasticsearch stops work the client has given up on: 90 %
-    of what is left of the budget, unless ``search_timeout_s`` says otherwise) and, when partial results
-    are not allowed, ``allow_partial_search_results: false`` (a request parameter, popped by the caller)."""
-    timeout = settings.search_timeout_s if settings.search_timeout_s is not None else 0.9 * remaining_s
-    out = {**body, "timeout": f"{max(int(timeout * 1_000_000), 1)}micros"}
-    if not settings.allow_partial_search_results:
-        out["allow_partial_search_results"] = False
-    return out
+__all__ = ["Retriever"]
 
 
 class Retriever:
@@ -51,10 +48,9 @@ class Retriever:
         bm25 = outcomes.get("bm25")
         if plan.recover and bm25 is not None and bm25.error is None and not bm25.hits:
             fuzzy = LegOutcome("bm25")
-            body = bm25_fuzzy_request(
-                plan.embed_text, filters=plan.clauses, size=plan.window, docvalue_fields=_doc_values(plan)
-            )
-            await self.run_leg(fuzzy, lambda scope: self._search_leg(fuzzy, plan.target, body, scope))
+            body = bm25_fuzzy_request(plan.embed_text, scope=plan.scope, size=plan.window)
+            budget = self._b.settings.leg_timeout_s
+            await self.run_leg(fuzzy, lambda scope: self._send(fuzzy, plan, body, budget, scope))
             if fuzzy.error is None and fuzzy.hits:
                 fuzzy.latency_ms += bm25.latency_ms
                 outcomes["bm25"] = fuzzy
@@ -87,18 +83,36 @@ class Retriever:
         if "bm25" in plan.legs:
             body = _bm25_body(plan)
             bm25 = LegOutcome("bm25")
-            coros.append(self.run_leg(bm25, lambda scope: self._search_leg(bm25, plan.target, body, scope)))
+            budget = self._b.settings.leg_timeout_s
+            coros.append(self.run_leg(bm25, lambda scope: self._send(bm25, plan, body, budget, scope)))
         if "knn" in plan.legs:
             knn = LegOutcome("knn")
             coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope)))
         return {o.leg: o for o in await asyncio.gather(*coros)}
 
-    async def _search_leg(self, out: LegOutcome, index: str, body: dict[str, Any], scope: asyncio.Timeout) -> None:
+    async def _send(
+        self, out: LegOutcome, plan: Plan, body: dict[str, Any], remaining_s: float, scope: asyncio.Timeout
+    ) -> None:
+        """One leg's request, on the plan's target or its point-in-time (whose id may change on the way)."""
         es = self._b.leg_es
-        budget = self._b.settings.leg_timeout_s
-        full = server_side(body, self._b.settings, budget)
-        resp = await self._b.es_call(lambda: es.search(index=index, **full), deadline_s=budget, within=scope)
+        s = self._b.settings
+        timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * remaining_s
+        full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
+        if plan.pit is None:
+            resp = await self._b.es_call(
+                lambda: es.search(index=plan.target, **full), deadline_s=remaining_s, within=scope
+            )
+        else:
+            full = on_pit(full, *plan.pit)
+            resp = await self._b.es_call(lambda: es.search(**full), deadline_s=remaining_s, within=scope)
+            out.pit_id = resp.body.get("pit_id")
         out.answered(resp.body)
+
+    def _server_side(self, body: dict[str, Any], remaining_s: float) -> dict[str, Any]:
+        """The server-side timeout: 90 % of what is left of the budget, unless ``search_timeout_s`` says."""
+        s = self._b.settings
+        timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * remaining_s
+        return server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
 
     async def _knn_leg(self, out: LegOutcome, plan: Plan, scope: asyncio.Timeout) -> None:
         t0 = time.perf_counter()
@@ -107,15 +121,11 @@ class Retriever:
         vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
-        body = _knn_body(plan, vector)
-        es = self._b.leg_es
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
-        full = server_side(body, self._b.settings, remaining)
-        resp = await self._b.es_call(lambda: es.search(index=plan.target, **full), deadline_s=remaining, within=scope)
-        out.answered(resp.body)
-        await self.check_model(out.hits, scope)
+        await self._send(out, plan, _knn_body(plan, vector), remaining, scope)
+        await self.check_model(out.hits)
 
-    async def check_model(self, hits: Sequence[Mapping[str, Any]], scope: asyncio.Timeout | None) -> None:
+    async def check_model(self, hits: Sequence[Mapping[str, Any]]) -> None:
         """The kNN leg's hits come from an index of the query's model (after a reembed promoted a version
         built with another one, a client still configured with the old model gets :class:`ModelMismatch`
         here, and a hybrid search its BM25 leg alone, instead of the nearest neighbours of a foreign
@@ -123,9 +133,9 @@ class Retriever:
         index = hits[0].get("_index") if hits else None
         if index is None:
             return
-        models = self._b.index_models
-        model = models[index] if index in models else await self._b.index_model(index)
-        self._b.check_vectors(index, model)
+        known = self._b.metadata.embeddings
+        meta = known[index] if index in known else await self._b.metadata.embedding(index)
+        self._b.check_vectors(index, meta)
 
     async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
         """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
@@ -166,12 +176,12 @@ class Retriever:
                         )
                     for leg, item in zip(order, resp.body["responses"], strict=True):
                         if "error" in item:
-                            outcomes[leg].error = _msearch_item_error(item)
+                            outcomes[leg].error = msearch_item_error(item)
                         else:
                             outcomes[leg].answered(item)
                     if "knn" in order and outcomes["knn"].error is None:
                         try:
-                            await self.check_model(outcomes["knn"].hits, None)
+                            await self.check_model(outcomes["knn"].hits)
                         except SearchError as exc:
                             outcomes["knn"].hits, outcomes["knn"].error = [], exc
                 except TimeoutError:
@@ -188,7 +198,7 @@ class Retriever:
         return outcomes
 
     def _msearch_item(self, index: str, body: dict[str, Any], remaining_s: float) -> list[dict[str, Any]]:
-        full = server_side(body, self._b.settings, max(remaining_s, 0.001))
+        full = self._server_side(body, max(remaining_s, 0.001))
         header: dict[str, Any] = {"index": index}
         if "allow_partial_search_results" in full:
             header["allow_partial_search_results"] = full.pop("allow_partial_search_results")
@@ -196,44 +206,15 @@ class Retriever:
 
 
 def _bm25_body(plan: Plan) -> dict[str, Any]:
-    """The BM25 leg's request, the same in both round-trip shapes."""
-    return bm25_request(
-        plan.text, filters=plan.clauses, size=plan.window, clause=plan.bm25_clause, docvalue_fields=_doc_values(plan)
-    )
+    """The BM25 leg's request, the same in every round-trip shape (on a point-in-time: ``window`` deep)."""
+    return bm25_request(plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause)
 
 
 def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
-    """The kNN leg's request, the same in both round-trip shapes."""
+    """The kNN leg's request: the top-level ``knn`` section; on a point-in-time the ``knn`` query (the
+    ``window`` nearest documents as an ordinary scored query, so a walk can page on with ``search_after``)."""
+    if plan.pit is not None:
+        return knn_query_request(vector, scope=plan.scope, depth=plan.candidates, size=plan.window)
     return knn_request(
-        vector,
-        filters=plan.clauses,
-        k=plan.window,
-        num_candidates=plan.candidates,
-        similarity=plan.similarity,
-        docvalue_fields=_doc_values(plan),
-    )
-
-
-def _doc_values(plan: Plan) -> tuple[str, ...]:
-    """What the legs return besides ids and scores: the tenant, for the fuse stage's second check."""
-    return ("tenant_id",) if plan.tenant_id is not None else ()
-
-
-def error_reason(body: Any) -> str:
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        return str(body["error"].get("reason", body["error"]))
-    return str(body)
-
-
-def _msearch_item_error(item: Mapping[str, Any]) -> SearchError:
-    status = item.get("status")
-    error = item.get("error")
-    kind = error_type({"error": error}) if isinstance(error, Mapping) else None
-    if status == 404 and kind == "index_not_found_exception":
-        return IndexNotFound(f"index not found: {error_reason(item)}; call ensure_index()")
-    message = f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}"
-    if kind == "search_phase_execution_exception" and status in (503, 504):
-        return shards_unavailable(message, status)
-    return DependencyError(
-        message, dependency="elasticsearch", status=status if isinstance(status, int) else None, reason="http_error"
+        vector, scope=plan.scope, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
     )

@@ -1,4 +1,4 @@
-"""Choosing a fusion setting from judged queries, honestly. Pure: no I/O (the shell is ``_tune``).
+"""Scoring and choosing fusion settings from judged queries, honestly. Pure: no I/O (the shell is ``_runs``).
 
 ::
 
@@ -21,74 +21,34 @@ import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
-from ._errors import ConfigurationError
-from ._fusion import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
+from .._errors import ConfigurationError
+from .._fusion import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
+from .._fusion_setting import FusionSetting
 
 __all__ = [
     "MIN_QUERIES",
     "CrossValidation",
-    "FusionSetting",
-    "FusionSource",
     "Paired",
     "cross_validate",
     "default_grid",
     "fold_of",
     "fuse_top",
+    "leg_only",
+    "measure",
     "ndcg_at_10",
     "paired_test",
+    "score_matrix",
     "switch_if_significant",
+    "unique",
 ]
 
 #: Fewer judged queries than this: the choice is not trustworthy (one or two queries swing a fold's mean by
 #: more than the differences between settings); tuning reports, warns and never applies.
 MIN_QUERIES = 20
-#: Where a search's fusion parameter came from, highest precedence first.
-FusionSource = Literal["call", "settings", "index", "default"]
-_METHODS: tuple[str, ...] = get_args(FusionMethod)
-
-
-@dataclass(frozen=True, slots=True)
-class FusionSetting:
-    """One fusion setting: what a search fuses with (and what a tuned index stores)."""
-
-    method: FusionMethod = "rrf"
-    k: int = DEFAULT_RRF_K
-    bm25_weight: float = 1.0
-    knn_weight: float = 1.0
-    window: int = 50
-
-    @property
-    def weights(self) -> dict[str, float]:
-        return {"bm25": self.bm25_weight, "knn": self.knn_weight}
-
-    def label(self) -> str:
-        k = f" k={self.k}" if self.method == "rrf" else ""
-        return f"{self.method}{k} window={self.window} bm25:knn={self.bm25_weight:g}:{self.knn_weight:g}"
-
-    def to_meta(self) -> dict[str, Any]:
-        return {"method": self.method, "k": self.k, "weights": self.weights, "window": self.window}
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any]) -> FusionSetting:
-        """A stored setting (an index's ``_meta.fusion``); ``ValueError`` when it is not a valid one."""
-        method, weights = meta.get("method"), meta.get("weights") or {}
-        if method not in _METHODS or not isinstance(weights, Mapping):
-            raise ValueError(f"not a fusion setting: {dict(meta)!r}")
-        setting = cls(
-            method=method,
-            k=int(meta.get("k", DEFAULT_RRF_K)),
-            bm25_weight=float(weights.get("bm25", 1.0)),
-            knn_weight=float(weights.get("knn", 1.0)),
-            window=int(meta.get("window", 50)),
-        )
-        values = (setting.bm25_weight, setting.knn_weight)
-        if setting.k < 1 or not 1 <= setting.window <= 10_000 or not all(0 <= w < math.inf for w in values):
-            raise ValueError(f"not a fusion setting: {dict(meta)!r}")
-        return setting
 
 
 def default_grid(
@@ -120,15 +80,32 @@ def fuse_top(legs: Mapping[str, LegColumns], setting: FusionSetting, n: int = 10
 def ndcg_at_10(qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]]) -> dict[str, float]:
     """nDCG@10 of each judged query (0.0 for a judged query with no ranking), by ir-measures (the ``eval``
     extra)."""
+    return _per_query("nDCG@10", qrels, ranked)
+
+
+def measure(qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]]) -> tuple[float, float]:
+    """The mean nDCG@10 and Recall@100 over the judged queries (a query with no ranking counts as 0), each
+    rounded to four places: every entry point (``evaluate``, ``tune``, the benchmarks) scores this way."""
+    ndcg, recall = _per_query("nDCG@10", qrels, ranked), _per_query("R@100", qrels, ranked)
+    return _mean(ndcg.values()), _mean(recall.values())
+
+
+def _mean(values: Iterable[float]) -> float:
+    items = list(values)
+    return round(math.fsum(items) / len(items), 4) if items else 0.0
+
+
+def _per_query(
+    measure_name: str, qrels: Mapping[str, Mapping[str, int]], ranked: Mapping[str, Sequence[str]]
+) -> dict[str, float]:
     try:
         import ir_measures
-        from ir_measures import nDCG
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigurationError("tuning needs the 'eval' extra: pip install 'hybrid-search-es[eval]'") from exc
+        raise ConfigurationError("evaluation needs the 'eval' extra: pip install 'hybrid-search-es[eval]'") from exc
 
     run = {qid: {doc: float(len(ids) - i) for i, doc in enumerate(ids)} for qid, ids in ranked.items() if ids}
     out = dict.fromkeys(qrels, 0.0)
-    for metric in ir_measures.iter_calc([nDCG @ 10], qrels, run):
+    for metric in ir_measures.iter_calc([ir_measures.parse_measure(measure_name)], qrels, run):
         out[metric.query_id] = float(metric.value)
     return out
 

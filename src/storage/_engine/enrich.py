@@ -31,6 +31,7 @@ from .._fusion import Provenance
 from .._models import SearchHitFields, ShardReport
 from .._queries import fetch_request
 from .._tracing import span
+from .plan import Plan
 
 __all__ = ["Enricher", "Fetched", "HighlightSource", "highlight_origin", "hit_fields", "page_hits"]
 
@@ -66,27 +67,17 @@ class Enricher:
     def __init__(self, backend: Backend) -> None:
         self._b = backend
 
-    async def fetch(
-        self,
-        ids: Sequence[str],
-        *,
-        text: str,
-        highlight: bool,
-        filters: Sequence[dict[str, Any]] = (),
-        clause: dict[str, Any] | None = None,
-        index: str | None = None,
-        pit: tuple[str, str] | None = None,
-    ) -> Fetched:
-        """One request for the documents of ``ids`` (and their highlights for ``text`` / ``clause``), on
-        ``index`` or on a point-in-time. Errors propagate, typed; the caller decides what a partial answer
-        (some shards missing) means."""
+    async def fetch(self, plan: Plan, ids: Sequence[str]) -> Fetched:
+        """One request for the documents of ``ids`` (and their highlights for the plan's query), within the
+        plan's scope, on its target or its point-in-time. Errors propagate, typed; the caller decides what a
+        partial answer (some shards missing) means."""
         if not ids:
             return Fetched()
-        body = fetch_request(text, ids, highlight=highlight, filters=filters, clause=clause)
-        if pit is not None:
-            body["pit"] = {"id": pit[0], "keep_alive": pit[1]}
+        body = fetch_request(plan.embed_text, ids, highlight=plan.highlight, scope=plan.scope, clause=plan.bm25_clause)
+        if plan.pit is not None:
+            body["pit"] = {"id": plan.pit[0], "keep_alive": plan.pit[1]}
         else:
-            body["index"] = index
+            body["index"] = plan.target
         budget = self._b.settings.leg_timeout_s
         es = self._b.leg_es
         started = time.perf_counter()

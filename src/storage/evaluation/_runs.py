@@ -1,40 +1,40 @@
-"""``tune()``: choose the fusion for an index from judged queries, and (on request) store it with the index.
+"""The I/O shell of evaluation and tuning: judged queries in, scores (and a fusion setting) out. It uses the
+client's public API only: ``retrieve()`` (each query's legs, through the search's plan, filters and
+tenancy), ``fusion_in_force()``, ``existing()``, ``count()``, ``store_fusion()``.
 
-The shell around ``_tuning`` (pure): load the judgments (BEIR layout: ``queries.jsonl`` and
-``qrels/<split>.tsv``; ``corpus.jsonl`` only when the index is empty), check which judged documents the
-index holds, retrieve each query's two legs **once** through the search pipeline (same validation,
-filters and tenancy as a search), fuse every setting of the grid in-process, cross-validate, test, and
-decide. ``apply=True`` stores a significant winner in the index's ``_meta.fusion``, which every client of
-the alias then uses when neither the call nor its settings say otherwise.
+**One evaluation path.** :func:`evaluate` and :func:`tune` retrieve each judged query's two legs **once**
+and fuse them in-process with the client's own fusion (``storage._fusion``) — the legs cut to a setting's
+window are the legs a search with that window gets, so a setting's figure here is the figure of a search
+with it, and ``evaluate`` and ``tune`` report the same number for the same index and setting. Searches that
+cannot be replayed from recorded legs (the rerank stage, which calls a model per search) are measured
+end to end by :func:`evaluate_searches`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._errors import ConfigurationError, IndexNotFound
-from ._eval import beir_document, read_jsonl_documents, read_qrels, read_queries
-from ._filters import FilterInput
-from ._fusion import LegColumns
-from ._logging import event
-from ._models import Document, TuneReport, TuneRow
-from ._pipeline import SearchRequest
-from ._pipeline.fuse import hit_columns, raise_if_failed
-from ._pipeline.plan import fusion_in_force
-from ._tuning import (
+from .._errors import ConfigurationError, IndexNotFound
+from .._filters import FilterInput
+from .._fusion import LegColumns
+from .._fusion_setting import FusionSetting
+from .._logging import event
+from .._models import Document, TuneReport, TuneRow
+from ._datasets import BeirDataset, Judgments, beir_document, load_judgments, read_jsonl_documents
+from ._statistics import (
     MIN_QUERIES,
-    FusionSetting,
     Paired,
     cross_validate,
     default_grid,
     fold_of,
+    fuse_top,
     leg_only,
+    measure,
     ndcg_at_10,
     paired_test,
     score_matrix,
@@ -43,36 +43,106 @@ from ._tuning import (
 )
 
 if TYPE_CHECKING:
-    from ._client import SearchClient
+    from .._client import SearchClient
 
-__all__ = ["Judgments", "load_judgments", "tune"]
+__all__ = ["ModeScore", "evaluate", "evaluate_searches", "retrieve_legs", "tune"]
 
-#: Rows of the report's table (the best settings by nDCG@10, each with its paired test).
+#: Rows of the tuning report's table (the best settings by nDCG@10, each with its paired test).
 TABLE_ROWS = 10
+#: Each leg's depth when evaluating a leg alone (Recall@100 needs 100).
+DEPTH = 100
+#: Called with (queries done, queries in all) as the legs are retrieved.
+OnQuery = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class Judgments:
-    """Judged queries: their text and relevance judgments, and the corpus file if the folder has one."""
+class ModeScore:
+    """One row of an evaluation: a leg alone or a fusion setting, its nDCG@10 and Recall@100."""
 
-    name: str
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
-    corpus: Path | None = None
+    mode: str
+    fusion: str | None
+    ndcg_at_10: float
+    recall_at_100: float
+    ms_per_query: float
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
-def load_judgments(folder: Path, split: str = "test") -> Judgments:
-    """``queries.jsonl`` and ``qrels/<split>.tsv`` from a BEIR-layout folder (``corpus.jsonl`` optional)."""
-    for needed in ("queries.jsonl", f"qrels/{split}.tsv"):
-        if not (folder / needed).is_file():
-            raise ConfigurationError(f"{folder} has no {needed}: tuning needs judged queries (BEIR layout)")
-    # Only the relevant judgments count for nDCG; a query with none is not a judged query.
-    judged = read_qrels(folder / "qrels" / f"{split}.tsv")
-    qrels = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
-    qrels = {q: docs for q, docs in qrels.items() if docs}
-    queries = read_queries(folder / "queries.jsonl", qrels)
-    corpus = folder / "corpus.jsonl"
-    return Judgments(folder.name, queries, {q: qrels[q] for q in queries}, corpus if corpus.is_file() else None)
+async def retrieve_legs(
+    client: SearchClient,
+    queries: Mapping[str, str],
+    window: int,
+    *,
+    filters: FilterInput = None,
+    tenant_id: str | None = None,
+    on_query: OnQuery | None = None,
+) -> dict[str, dict[str, LegColumns]]:
+    """Each query's BM25 and kNN lists (ids and scores, ``window`` deep), through ``client.retrieve()``: the
+    same validation, filters and tenancy as a search. A failed leg raises (an evaluation on one leg would
+    not say what it claims)."""
+    legs: dict[str, dict[str, LegColumns]] = {}
+    for n, (qid, text) in enumerate(queries.items(), start=1):
+        found = await client.retrieve(text, window=window, limit=1, filters=filters, tenant_id=tenant_id)
+        legs[qid] = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in found.items()}
+        if on_query is not None:
+            on_query(n, len(queries))
+    return legs
+
+
+async def evaluate(
+    client: SearchClient,
+    data: BeirDataset | Judgments,
+    *,
+    fusions: Sequence[FusionSetting] | None = None,
+    depth: int = DEPTH,
+    filters: FilterInput = None,
+    tenant_id: str | None = None,
+    on_query: OnQuery | None = None,
+) -> list[ModeScore]:
+    """nDCG@10 and Recall@100 of BM25 alone, kNN alone (each ``depth`` deep) and hybrid with each fusion
+    setting (default: the one in force for the client's index) over the judged queries, on the index as it
+    is. Each query's legs are retrieved once; see the module docstring."""
+    in_force, _ = await client.fusion_in_force()
+    settings = list(fusions) if fusions else [in_force]
+    window = max([depth, *(s.window for s in settings)])
+    started = time.perf_counter()
+    queries = {qid: data.queries[qid] for qid in sorted(data.qrels) if qid in data.queries}
+    legs = await retrieve_legs(client, queries, window, filters=filters, tenant_id=tenant_id, on_query=on_query)
+    ms = round((time.perf_counter() - started) / max(len(queries), 1) * 1000, 1)
+    qrels = {q: data.qrels[q] for q in queries}
+    out: list[ModeScore] = []
+    for leg in ("bm25", "knn"):
+        ranked = {qid: list(by_leg[leg][0][:depth]) for qid, by_leg in legs.items()}
+        ndcg, recall = measure(qrels, ranked)
+        out.append(ModeScore(leg, None, ndcg, recall, ms, {"window": depth}))
+    for setting in settings:
+        ranked = {qid: fuse_top(by_leg, setting, 2 * setting.window) for qid, by_leg in legs.items()}
+        ndcg, recall = measure(qrels, ranked)
+        out.append(ModeScore("hybrid", setting.method, ndcg, recall, ms, setting.to_meta()))
+    return out
+
+
+async def evaluate_searches(
+    client: SearchClient,
+    data: BeirDataset | Judgments,
+    *,
+    limit: int = 10,
+    on_query: OnQuery | None = None,
+    **options: Any,
+) -> ModeScore:
+    """nDCG@10 (and Recall@``limit``) of real searches (``client.search(query, limit=limit, **options)``),
+    one per judged query: for what recorded legs cannot replay, such as the rerank stage."""
+    run: dict[str, list[str]] = {}
+    queries = {qid: data.queries[qid] for qid in sorted(data.qrels) if qid in data.queries}
+    started = time.perf_counter()
+    for n, (qid, text) in enumerate(queries.items(), start=1):
+        res = await client.search(text, limit=limit, highlight=False, **options)
+        run[qid] = res.ids
+        if on_query is not None:
+            on_query(n, len(queries))
+    ms = round((time.perf_counter() - started) / max(len(queries), 1) * 1000, 1)
+    ndcg, recall = measure({q: data.qrels[q] for q in queries}, run)
+    mode = str(options.get("mode", "hybrid"))
+    return ModeScore(mode, None, ndcg, recall, ms, {"limit": limit, **options})
 
 
 async def tune(
@@ -99,8 +169,6 @@ async def tune(
     search. ``on_query(done, total)`` follows the retrieval.
     """
     judged = load_judgments(Path(data)) if isinstance(data, str | Path) else data
-    b = client._backend
-    b.check_open()
     grid = unique(grid if grid is not None else default_grid())
     if not grid:
         raise ConfigurationError("the grid is empty")
@@ -113,10 +181,9 @@ async def tune(
                 f"index {client.index!r} holds no documents and {judged.name} has no corpus.jsonl to index"
             )
         await _ingest(client, judged.corpus, tenant_id)
-    stored = await b.stored_fusion(client.index)  # read now: what searches of the alias use
-    current, _ = fusion_in_force(b.settings, stored)
+    current, sources = await client.fusion_in_force()  # read now: what searches of the alias use
     grid = unique([current, *grid])  # row 0: the current setting
-    coverage = await _coverage(client, judged.qrels, tenant_id)
+    coverage = await client.existing(sorted({d for rels in judged.qrels.values() for d in rels}), tenant_id=tenant_id)
     usable = {q: rels for q, rels in judged.qrels.items() if any(d in coverage for d in rels)}
     warnings: list[str] = []
     if coverage_missing := sum(1 for rels in judged.qrels.values() for d in rels if d not in coverage):
@@ -126,11 +193,8 @@ async def tune(
         )
     started = time.perf_counter()
     window = max(s.window for s in grid)
-    legs: dict[str, dict[str, LegColumns]] = {}
-    for n, qid in enumerate(sorted(usable), start=1):
-        legs[qid] = await _legs(client, judged.queries[qid], window, filters, tenant_id)
-        if on_query is not None:
-            on_query(n, len(usable))
+    queries_text = {qid: judged.queries[qid] for qid in sorted(usable)}
+    legs = await retrieve_legs(client, queries_text, window, filters=filters, tenant_id=tenant_id, on_query=on_query)
     retrieval_s = time.perf_counter() - started
     started = time.perf_counter()
     queries, matrix = score_matrix(grid, legs, usable)
@@ -164,7 +228,7 @@ async def tune(
         retrieval_seconds=round(retrieval_s, 3),
         fusion_seconds=round(fusion_s, 3),
         current=_row(current, baseline, baseline, seed),
-        current_stored=stored is not None and stored == current,
+        current_stored=all(source == "index" for source in sources.values()),
         bm25_ndcg=leg_means["bm25"],
         knn_ndcg=leg_means["knn"],
         cross_validated=TuneRow(
@@ -250,7 +314,7 @@ async def _apply(client: SearchClient, report: TuneReport, setting: FusionSettin
         "cv_ndcg_at_10": report.cross_validated.ndcg,
         "current_ndcg_at_10": report.current.ndcg,
     }
-    await client._indices.store_fusion({**setting.to_meta(), "tuned": tuned})
+    await client.store_fusion(setting, **tuned)
     return report.model_copy(update={"applied": True})
 
 
@@ -269,41 +333,3 @@ async def _ingest(client: SearchClient, corpus: Path, tenant_id: str | None) -> 
     report = await client.index_documents(docs, refresh=True, tenant_id=tenant_id)
     if report.failed:
         raise ConfigurationError(f"{len(report.failed)} documents of {corpus} could not be indexed; see ingest")
-
-
-async def _coverage(client: SearchClient, qrels: Mapping[str, Mapping[str, int]], tenant_id: str | None) -> set[str]:
-    """The judged documents the index holds (the tenant's, if one is given)."""
-    ids = sorted({d for rels in qrels.values() for d in rels})
-    found: set[str] = set()
-    b = client._backend
-
-    async def present(chunk: list[str]) -> set[str]:
-        clauses: list[dict[str, Any]] = [{"ids": {"values": chunk}}]
-        if tenant_id is not None:
-            clauses.append({"term": {"tenant_id": tenant_id}})
-        query = {"bool": {"filter": clauses}}
-        resp = await b.es_call(lambda: b.es.search(index=client.index, query=query, size=len(chunk), source=False))
-        return {str(h["_id"]) for h in resp.body["hits"]["hits"]}
-
-    for start in range(0, len(ids), 1000):
-        found |= await present(ids[start : start + 1000])
-    return found
-
-
-async def _legs(
-    client: SearchClient, text: str, window: int, filters: FilterInput, tenant_id: str | None
-) -> dict[str, LegColumns]:
-    """One query's BM25 and kNN lists (ids and scores, ``window`` deep), through the search pipeline: the
-    same validation, filters and tenancy as a search. A failed leg fails the tuning (it would tune on one
-    leg)."""
-    pipeline = client._pipeline
-    request = SearchRequest(query=text, window=window, limit=1, filters=filters, tenant_id=tenant_id, strict=True)
-    plan = pipeline.plan(request)
-    outcomes, _ = await pipeline.retriever.retrieve(plan)
-    raise_if_failed(plan, outcomes)
-    columns = {leg: hit_columns(o.hits) for leg, o in outcomes.items()}
-    return {leg: (ids, list(scores)) for leg, (ids, scores) in columns.items()}
-
-
-def report_json(report: TuneReport) -> str:
-    return json.dumps(report.model_dump(mode="json"), indent=2)

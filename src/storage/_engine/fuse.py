@@ -2,23 +2,32 @@
 
 Decides first whether there is anything to fuse: every leg failed (or one did with ``strict=True``) is a
 :class:`SearchFailed` (or the set-up error they share). Then the surviving legs are fused
-(:func:`storage._fusion.fuse`), and the second tenant check drops any hit of another tenant.
+(:func:`storage._fusion.fused_list`), and the second tenant check (``storage._tenancy``) drops any hit of
+another tenant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, overload
 
-from .._errors import ClientClosed, ConfigurationError, IndexNotFound, PartialResults, SearchError, SearchFailed
+from .._errors import (
+    ClientClosed,
+    ConfigurationError,
+    DependencyError,
+    IndexNotFound,
+    PartialResults,
+    SearchError,
+    SearchFailed,
+)
 from .._fusion import FusedList, LegColumns, fused_list
-from .._logging import event
+from .._tenancy import keep_tenant, tenants_of
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Fused", "fuse_legs", "hit_columns", "log_tenant_violation", "raise_if_failed", "same_tenant", "tenants"]
+__all__ = ["Fused", "fuse_legs", "hit_columns", "pit_missing", "raise_if_failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +40,8 @@ class Fused:
     overlap: int
     #: leg -> its error, for the legs that failed (the result is then degraded).
     failed: dict[str, SearchError]
+    #: Hits of another tenant the second check dropped (logged as an error by the engine; should be 0).
+    dropped: int = 0
 
 
 def raise_if_failed(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> None:
@@ -52,6 +63,8 @@ def raise_if_failed(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> None:
     errors = list(failed.values())
     if all(isinstance(e, IndexNotFound) for e in errors):
         raise errors[0]
+    if expired := [e for e in errors if pit_missing(e)]:
+        raise expired[0]  # a walk's point-in-time expired: the caller says so (CursorExpired)
     if all(isinstance(e, ConfigurationError) for e in errors):
         raise errors[0]  # credentials, privileges, TLS: a set-up problem, not a search outcome
     if closed := [e for e in errors if isinstance(e, ClientClosed)]:
@@ -70,9 +83,15 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
         weights={leg: plan.weights[leg] for leg in ok},
     )
     overlap = hits.overlap()
+    dropped = 0
     if plan.tenant_id is not None:
-        hits = same_tenant(hits, tenants(ok.values()), plan.tenant_id)
-    return Fused(hits=hits, overlap=overlap, failed=failed)
+        hits, dropped = keep_tenant(hits, tenants_of(h for o in ok.values() for h in o.hits), plan.tenant_id)
+    return Fused(hits=hits, overlap=overlap, failed=failed, dropped=dropped)
+
+
+def pit_missing(error: SearchError) -> bool:
+    """Elasticsearch's answer for an expired or closed point-in-time."""
+    return isinstance(error, DependencyError) and error.status == 404 and "search_context_missing" in str(error)
 
 
 def hit_columns(hits: Sequence[Mapping[str, Any]]) -> LegColumns:
@@ -105,27 +124,3 @@ class HitScores(Sequence[float]):
         if isinstance(index, slice):
             return [h.get("_score") or 0.0 for h in self._hits[index]]
         return self._hits[index].get("_score") or 0.0
-
-
-def tenants(outcomes: Iterable[LegOutcome]) -> dict[str, str | None]:
-    """id -> its ``tenant_id`` as the legs returned it (a doc-value field: the legs fetch no ``_source``)."""
-    out: dict[str, str | None] = {}
-    for o in outcomes:
-        for h in o.hits:
-            values = (h.get("fields") or {}).get("tenant_id") or [None]
-            out.setdefault(str(h["_id"]), values[0])
-    return out
-
-
-def same_tenant(fused: FusedList, tenant_of: Mapping[str, str | None], tenant: str) -> FusedList:
-    """The second check: results of another tenant are dropped (and logged as an error), whatever the query
-    did. The filter inside both legs should make this a no-op."""
-    kept = fused.keep(lambda doc_id: tenant_of.get(doc_id) == tenant)
-    if len(kept) != len(fused):
-        log_tenant_violation(len(fused) - len(kept))
-    return kept
-
-
-def log_tenant_violation(dropped: int) -> None:
-    """The second tenant check dropped hits (the search and the deep walk both make it): one ERROR event."""
-    event(40, "results of another tenant dropped", "search.tenant_violation", {"search.dropped": dropped})

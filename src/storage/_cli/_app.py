@@ -1,0 +1,115 @@
+"""The ``hybrid-search`` application: the typer app, its consoles, the shared options and how a command runs
+(typed errors become one line and exit code 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .._errors import ConfigurationError, SearchError
+from .._models import SearchMode
+from .._settings import SearchSettings
+
+if TYPE_CHECKING:
+    from .._client import SearchClient
+
+__all__ = [
+    "app",
+    "err",
+    "open_client",
+    "out",
+    "parse_filters",
+    "progress_bar",
+    "run",
+    "search_mode",
+    "settings",
+    "state",
+]
+
+app = typer.Typer(
+    name="hybrid-search",
+    help="Hybrid (BM25 + kNN) search over Elasticsearch, fused in the client.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+state: dict[str, Any] = {"verbose": False, "url": None, "index": None}
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show error details.")] = False,
+    url: Annotated[str | None, typer.Option(help="Elasticsearch URL(s); overrides ES_URL.")] = None,
+    index: Annotated[str | None, typer.Option(help="Alias to use; overrides ES_INDEX.")] = None,
+) -> None:
+    state.update(verbose=verbose, url=url, index=index)
+
+
+def settings(**extra: Any) -> SearchSettings:
+    overrides = {k: v for k, v in (("url", state["url"]), ("index", state["index"])) if v}
+    return SearchSettings(**{**overrides, **extra})
+
+
+def run(coro: Coroutine[Any, Any, int | None]) -> None:
+    """Run a command: typed errors become one line and exit code 2."""
+    try:
+        code = asyncio.run(coro)
+    except SearchError as exc:
+        if state["verbose"]:
+            traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        err.print(f"error ({type(exc).__name__}): {first}", markup=False)
+        raise typer.Exit(2) from None
+    except (ValueError, OSError) as exc:  # bad settings (pydantic), unreadable files
+        if state["verbose"]:
+            traceback.print_exc()
+        err.print(f"error: {str(exc).splitlines()[0]}", markup=False)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code or 0)
+
+
+def progress_bar() -> Progress:
+    """A progress bar on stderr (what it counts, a bar, done / total, the time so far), gone when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+
+
+def open_client() -> SearchClient:
+    from .._client import SearchClient
+
+    return SearchClient.from_settings(settings())
+
+
+def search_mode(value: str) -> SearchMode:
+    """``--mode``: hybrid, bm25 or knn."""
+    if value not in get_args(SearchMode):
+        raise ConfigurationError(f"--mode must be one of {', '.join(get_args(SearchMode))}, got {value!r}")
+    return cast(SearchMode, value)
+
+
+def parse_filters(pairs: list[str]) -> dict[str, Any]:
+    filters: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigurationError(f"--filter takes key=value, got {pair!r}")
+        if key in filters:  # the same key twice: either value
+            prev = filters[key]
+            filters[key] = [*prev, value] if isinstance(prev, list) else [prev, value]
+        else:
+            filters[key] = value
+    return filters

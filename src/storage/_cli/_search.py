@@ -1,0 +1,193 @@
+"""Commands that read the index: ``search``, ``ask``, ``health``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, TextIO, cast
+
+import typer
+from rich.table import Table
+
+from .._models import Answer, AnswerDelta, SearchResponse
+from .._requests import QuerySyntax
+from ._app import app, err, open_client, out, parse_filters, run, search_mode
+
+# -- search --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
+    filter_: Annotated[
+        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Hits to show.")] = 10,
+    syntax: Annotated[str, typer.Option(help="plain (default) or boolean (AND/OR/NOT, prefixes).")] = "plain",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole response as JSON.")] = False,
+) -> None:
+    """Search; a table with each hit's per-leg ranks, or JSON for scripts."""
+
+    async def go() -> int:
+        async with open_client() as client:
+            res = await client.search(
+                query,
+                mode=search_mode(mode),
+                filters=parse_filters(filter_ or []) or None,
+                limit=limit,
+                window=max(limit, client.settings.window),
+                syntax=cast(QuerySyntax, syntax),  # (validated by the search: InvalidQuery)
+            )
+        if as_json:
+            out.print(res.model_dump_json(indent=2), markup=False)
+        else:
+            print_table(res)
+        return 0
+
+    run(go())
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
+    filter_: Annotated[
+        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Documents to retrieve (default ES_ANSWER_LIMIT).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON (no streaming).")] = False,
+) -> None:
+    """Answer a question from the documents with a chat model (LLM_*): the answer streams, then its sources.
+    Exit 1 when the chat model failed (the retrieved entries are still listed)."""
+
+    async def go() -> int:
+        async with open_client() as client:
+            if as_json:
+                done = await client.answer(
+                    question, mode=search_mode(mode), filters=parse_filters(filter_ or []) or None, limit=limit
+                )
+                out.print(done.model_dump_json(indent=2), markup=False)
+                return 1 if done.status == "llm_failed" else 0
+            answer: Answer | None = None
+            stream = client.answer_stream(
+                question, mode=search_mode(mode), filters=parse_filters(filter_ or []) or None, limit=limit
+            )
+            async for item in stream:
+                if isinstance(item, AnswerDelta):
+                    out.print(item.text, end="", markup=False)
+                else:
+                    answer = item.answer
+        assert answer is not None
+        print_answer(answer, streamed=True)
+        return 1 if answer.status == "llm_failed" else 0
+
+    run(go())
+
+
+def print_answer(answer: Answer, *, streamed: bool = False) -> None:
+    """The answer (unless already streamed), then the cited sources and what went wrong, if anything."""
+    if answer.status == "llm_failed":
+        if streamed:
+            out.print("", markup=False)
+        err.print(f"no answer: the chat model failed ({answer.degraded_reason}): {answer.error}", markup=False)
+    elif not streamed or answer.status == "nothing_found":
+        out.print(answer.answer or "", markup=False)
+    else:
+        out.print("", markup=False)
+    if answer.sources:
+        label = "sources (the answer cited none: all entries it was given)" if answer.citations_fallback else "sources"
+        out.print(f"\n{label}:", markup=False)
+        for entry in answer.sources:
+            where = f" ({entry.source})" if entry.source else ""
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}{where}", markup=False)
+    elif answer.status == "llm_failed" and answer.entries:
+        out.print("\nretrieved (not answered):", markup=False)
+        for entry in answer.entries:
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}", markup=False)
+    if answer.invented_citations:
+        invented = ", ".join("#" + c for c in answer.invented_citations)
+        out.print(f"not in the documents (invented by the model, ignored): {invented}", markup=False)
+    t = answer.timings
+    llm = f", model {t.llm_ms / 1000:.1f} s" if t.llm_ms is not None else ""
+    out.print(f"({answer.model or 'no model'}; search {t.search_ms:.0f} ms{llm})", markup=False, style="dim")
+
+
+def print_table(res: SearchResponse) -> None:
+    legs = ", ".join(
+        f"{leg} {r.hits} hits {r.latency_ms:.0f} ms" + ("" if r.ok else f" FAILED ({r.reason})")
+        for leg, r in res.legs.items()
+    )
+    table = Table(title=f"{res.query!r} ({res.mode}; {legs})", title_justify="left")
+    for col in ("#", "id", "score", "bm25", "knn", "title"):
+        table.add_column(col, justify="right" if col in ("#", "score", "bm25", "knn") else "left")
+    for n, hit in enumerate(res.hits, start=1):
+        table.add_row(
+            str(n),
+            hit.id,
+            f"{hit.normalized_score:.3f}",
+            str(hit.ranks.get("bm25", "-")),
+            str(hit.ranks.get("knn", "-")),
+            hit.title,
+        )
+    out.print(table)
+    if res.degraded:
+        out.print(f"degraded: {', '.join(res.legs_failed)} failed ({res.degraded_reason})", markup=False)
+    if not res.hits:
+        out.print("no matches", markup=False)
+
+
+def print_response(res: SearchResponse, stream: TextIO | None = None) -> None:
+    """Plain-text summary (the demo's output)."""
+    target = stream if stream is not None else sys.stdout
+    legs = ", ".join(
+        f"{leg}: {r.hits} hits in {r.latency_ms:.0f} ms" + ("" if r.ok else f" FAILED ({r.reason})")
+        for leg, r in res.legs.items()
+    )
+    print(f'query "{res.query}" ({res.mode}; {legs}; overlap {res.overlap})', file=target)
+    if res.degraded:
+        print(f"  degraded: {res.legs_failed} failed ({res.degraded_reason})", file=target)
+    for n, hit in enumerate(res.hits, start=1):
+        ranks = " ".join(f"{leg}#{rank}" for leg, rank in sorted(hit.ranks.items()))
+        print(f"{n:>2}. {hit.normalized_score:.3f}  {hit.id:<22} [{ranks}]  {hit.title}", file=target)
+
+
+# -- health --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def health(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Cluster health, server version, license, index stats and breaker states."""
+
+    async def go() -> int:
+        async with open_client() as client:
+            report = await client.health()
+        if as_json:
+            out.print(json.dumps(report, indent=2, default=str), markup=False)
+            return 0 if report["cluster"]["status"] != "red" else 1
+        c = report["cluster"]
+        out.print(f"cluster {c['name']}: {c['status']} ({c['nodes']} nodes)", markup=False)
+        out.print(f"server: Elasticsearch {report['version']}, license {report['license']}", markup=False)
+        idx = report["index"]
+        if idx["exists"]:
+            out.print(
+                f"index: {idx['alias']} -> {', '.join(idx['indices'])}: {idx['documents']} documents, "
+                f"{idx['size_bytes'] / 1e6:.1f} MB",
+                markup=False,
+            )
+        else:
+            out.print(f"index: {idx['alias']} does not exist (run: hybrid-search init)", markup=False)
+        if idx.get("building"):
+            out.print(
+                f"building (a reembed that has not finished; run it again to resume): {', '.join(idx['building'])}",
+                markup=False,
+            )
+        out.print(
+            "breakers: " + ", ".join(f"{dep} {b['state']}" for dep, b in report["breakers"].items()), markup=False
+        )
+        out.print(f"embeddings: {report['embeddings']['model']} ({report['embeddings']['dimensions']} dims)")
+        return 0 if c["status"] != "red" else 1
+
+    run(go())

@@ -1,0 +1,177 @@
+"""The engine: every read path's entry points, and a search wired from them. Holds no per-request state.
+
+::
+
+    SearchRequest ─plan─▶ Plan ─retrieve─▶ LegOutcomes (ids, scores) ─fuse─▶ Fused ─rerank─▶ Ranked
+                  ─fetch─▶ hits (one request: documents, highlights) ─respond─▶ SearchResponse
+
+The other read paths are built on the same entry points — :meth:`Engine.plan`, :meth:`Engine.retrieve`,
+:meth:`Engine.fuse`, :meth:`Engine.fetch` — never on copies of them: the deep walk (``storage._walk``)
+plans, runs the legs on a point-in-time, fuses and fetches a page; the answer (``storage._answer``) runs a
+search; tuning and evaluation (``storage.evaluation``) read each query's legs through the client's
+``retrieve()``. With ``scopes`` (the zero-result cascade), retrieve → fetch runs once per filter tier until
+one finds something; the response says which tier served.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .._backend import Backend
+from .._errors import PartialResults, SearchError
+from .._fusion import LegHit
+from .._fusion_setting import FusionSetting, InForce, configured_fusion
+from .._logging import query_hash
+from .._models import SearchResponse
+from .._requests import SearchRequest
+from .._tenancy import tenants_of
+from .._tracing import AttrValue, decided_once, span
+from .enrich import Enricher, Fetched, page_hits
+from .fuse import Fused, fuse_legs, raise_if_failed
+from .plan import Plan, plan_search
+from .rerank import RerankStage
+from .respond import build_response, log_search, mark_span
+from .retrieve import Retriever
+from .state import LegOutcome, SearchState
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    def __init__(self, backend: Backend) -> None:
+        self._b = backend
+        self._retriever = Retriever(backend)
+        self._reranker = RerankStage(backend)
+        self._enricher = Enricher(backend)
+        #: The fusion below the call, per stored setting (configured_fusion): resolved once, not per search.
+        self._below: dict[FusionSetting | None, InForce] = {}
+
+    # -- the entry points ----------------------------------------------------------------------------------
+
+    def below_call(self, stored: FusionSetting | None) -> InForce:
+        """The fusion a search of a target with ``stored`` uses where the call says nothing (settings, then
+        the stored setting, then the defaults)."""
+        below = self._below.get(stored)
+        if below is None:  # once per stored value: the settings never change
+            s = self._b.settings
+            below = self._below[stored] = configured_fusion(s.fusion_setting(), s.fusion_explicit(), stored)
+        return below
+
+    async def fusion_in_force(self, target: str | None = None) -> InForce:
+        """The fusion a search of ``target`` (default the alias) uses when the call passes none, read now."""
+        stored = await self._b.metadata.read_fusion(target or self._b.settings.index)
+        return self.below_call(stored)
+
+    async def plan(self, request: SearchRequest) -> Plan:
+        """Stage 1: the request validated against the settings and the fusion stored with its target."""
+        b = self._b
+        stored = await b.metadata.fusion(request.index or b.settings.index)
+        below = self._below.get(stored) or self.below_call(stored)
+        return plan_search(request, b.settings, has_reranker=b.reranker is not None, below=below)
+
+    async def retrieve(self, plan: Plan) -> tuple[dict[str, LegOutcome], list[str]]:
+        """Stage 2: each leg's outcome (ids and scores; a failure is data), and the recovery that served."""
+        return await self._retriever.retrieve(plan)
+
+    def fuse(self, plan: Plan, outcomes: dict[str, LegOutcome]) -> Fused:
+        """Stage 3: the legs fused, or the error when nothing acceptable is left (every leg failed, or one
+        did or answered partially with ``strict=True``); hits of another tenant dropped (and logged)."""
+        raise_if_failed(plan, outcomes)
+        fused = fuse_legs(plan, outcomes)
+        if fused.dropped:
+            self.tenant_violation(fused.dropped)
+        return fused
+
+    def tenant_violation(self, dropped: int) -> None:
+        """The second tenant check dropped hits (a search's or a walk's): one ERROR event."""
+        self._b.events.emit(
+            40, "results of another tenant dropped", "search.tenant_violation", {"search.dropped": dropped}
+        )
+
+    async def leg_lists(self, request: SearchRequest) -> dict[str, list[LegHit]]:
+        """Each leg's ranked list before fusion (ids and raw scores), the tenant re-checked; a failed or
+        partial leg raises (as a strict search does)."""
+        self._b.check_open()
+        plan = dataclasses.replace(await self.plan(request), strict=True)
+        outcomes, _ = await self.retrieve(plan)
+        raise_if_failed(plan, outcomes)
+        tenant = plan.tenant_id
+        out: dict[str, list[LegHit]] = {}
+        for leg, o in outcomes.items():
+            hits = o.hits
+            if tenant is not None:
+                tenant_of = tenants_of(hits)
+                kept = [h for h in hits if tenant_of.get(str(h["_id"])) == tenant]
+                if len(kept) != len(hits):
+                    self.tenant_violation(len(hits) - len(kept))
+                hits = kept
+            out[leg] = [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in hits]
+        return out
+
+    async def fetch(self, plan: Plan, ids: list[str]) -> Fetched:
+        """Stage 5: the documents (and highlights) of ``ids``, in one request within the plan's scope."""
+        return await self._enricher.fetch(plan, ids)
+
+    # -- a search ------------------------------------------------------------------------------------------
+
+    async def search(self, request: SearchRequest) -> SearchResponse:
+        self._b.check_open()
+        plan = await self.plan(request)
+        with decided_once() as recording:  # whether the search's spans record: asked once, read by each
+            return await self._search(request, plan, recording)
+
+    async def _search(self, request: SearchRequest, plan: Plan, recording: bool) -> SearchResponse:
+        state = SearchState(plan=plan)
+        tiers = [plan] + [plan.widened(scope) for scope in (request.scopes or ())]
+        attrs: dict[str, AttrValue] = {}
+        if recording:  # the attributes (a query hash among them) only for a span that records
+            attrs = {
+                "search.mode": plan.mode,
+                "search.query_hash": query_hash(plan.text),
+                "search.fusion.method": plan.method,
+                "search.window": plan.window,
+                "search.limit": plan.limit,
+                "search.round_trip": plan.round_trip,
+                "search.rerank": plan.rerank,
+            }
+        events = self._b.events
+        with span("hybrid_search.search", attrs) as search_span:
+            for tier, tier_plan in enumerate(tiers):
+                try:
+                    response = await self._tier(state, tier_plan)
+                except SearchError as exc:
+                    log_search(events, state, state.outcomes, None, error=exc)
+                    raise
+                if response.total_fused or tier == len(tiers) - 1:
+                    break
+            if tier:  # (build_response measured latency_ms from the search's start, tiers included)
+                response = response.model_copy(update={"scope_tier": tier, "recovery": [*response.recovery, "scope"]})
+            log_search(events, state, state.outcomes, response)
+            mark_span(search_span, response)
+            return response
+
+    async def _tier(self, state: SearchState, plan: Plan) -> SearchResponse:
+        # (the stages are called directly here: this is the search's hot path, the entry points above wrap it)
+        state.outcomes, state.recovery = await self._retriever.retrieve(plan)
+        raise_if_failed(plan, state.outcomes)
+        fused = fuse_legs(plan, state.outcomes)
+        if fused.dropped:
+            self.tenant_violation(fused.dropped)
+        # The documents (and highlights) of what is shown: with rerank, the candidates the reranker reads
+        # (the page is among them); else the page. One request either way.
+        fetched = Fetched()
+        if plan.rerank and fused.hits:
+            fetched = await self._enricher.fetch(plan, fused.hits.top_ids(plan.rerank_candidates))
+        ranked = await self._reranker.run(plan, fused.hits, fetched.sources)
+        page = ranked.page(plan.offset, plan.limit)
+        if not plan.rerank:
+            fetched = await self._enricher.fetch(plan, [hit[0] for hit, _ in page])
+        state.fetched = fetched
+        if fetched.partial and plan.strict and fetched.shards is not None:
+            raise PartialResults(
+                f"fetch answered from {fetched.shards.successful} of {fetched.shards.total} shards"
+                " (strict=True does not accept partial results)",
+                shards={"fetch": fetched.shards},
+            )
+        hits = page_hits(page, fetched, highlight=plan.highlight)
+        return build_response(plan, state, fused, ranked, hits)

@@ -1,0 +1,191 @@
+"""Stage 1, **plan**: a :class:`SearchRequest` in, a validated :class:`Plan` out. Pure: no I/O.
+
+Everything a caller can get wrong is found here, before any request is sent, and is an
+:class:`InvalidQuery` naming the argument (or a :class:`ConfigurationError` for rerank without a reranker).
+Defaults come from :class:`SearchSettings`; the fusion below the call from ``storage._fusion_setting``;
+the filters and the tenant become the plan's :class:`~storage._tenancy.Scope`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from .._errors import ConfigurationError, InvalidQuery
+from .._filters import to_es_filters
+from .._fusion import FusionMethod
+from .._fusion_setting import FusionSource, InForce, fusion_in_force
+from .._mapping import valid_target
+from .._models import Leg, SearchMode
+from .._queries import BM25_FIELDS
+from .._requests import QuerySyntax, RoundTrip, SearchRequest
+from .._settings import SearchSettings
+from .._syntax import parse_query
+from .._tenancy import Scope, read_scope
+from .._text import clean_query
+
+__all__ = ["Plan", "QuerySyntax", "plan_search"]
+
+_MODES: tuple[str, ...] = get_args(SearchMode)
+_FUSIONS: tuple[str, ...] = get_args(FusionMethod)
+_ROUND_TRIPS: tuple[str, ...] = get_args(RoundTrip)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated search: everything the later stages and the log event need."""
+
+    text: str
+    mode: SearchMode
+    legs: tuple[Leg, ...]
+    #: What every request of the search may see: the filters, the tenant, the query's field prefixes.
+    scope: Scope
+    target: str
+    method: FusionMethod
+    k: int
+    weights: dict[str, float]
+    window: int
+    candidates: int
+    similarity: float | None
+    highlight: bool
+    limit: int
+    offset: int
+    strict: bool
+    round_trip: RoundTrip
+    adjustments: list[str]
+    original_length: int
+    #: What the kNN leg embeds (the text, or a parsed query's positive words and phrases).
+    embed_text: str = ""
+    #: The parsed query's BM25 clause (syntax="boolean"), None for plain text.
+    bm25_clause: dict[str, Any] | None = None
+    #: Clauses from the query syntax (kept when a scope tier replaces the caller's filters).
+    syntax_clauses: list[dict[str, Any]] = field(default_factory=list)
+    recover: bool = False
+    #: Rerank the first ``rerank_candidates`` fused hits (0 when the stage is off).
+    rerank_candidates: int = 0
+    #: Where each fusion parameter came from: ``call``, ``settings``, ``index`` (tuned and stored with the
+    #: index) or ``default``.
+    fusion_sources: dict[str, FusionSource] = field(default_factory=dict)
+    #: A deep-paging walk's legs run on this point-in-time (id, keep-alive) instead of ``target``.
+    pit: tuple[str, str] | None = None
+    #: The tenant every result must belong to (the scope's; checked again on the results).
+    tenant_id: str | None = None
+
+    @property
+    def rerank(self) -> bool:
+        return self.rerank_candidates > 0
+
+    @property
+    def filter_fields(self) -> tuple[str, ...]:
+        """The filtered field names (never their values), for telemetry's "top filters"."""
+        return self.scope.fields
+
+    def on_pit(self, pit_id: str, keep_alive: str) -> Plan:
+        """The same plan, its legs and fetch run on a point-in-time (a walk's page)."""
+        return dataclasses.replace(self, pit=(pit_id, keep_alive))
+
+    def widened(self, filters: Any) -> Plan:
+        """The same plan with other filters (a zero-result scope tier): the tenant and the query's field
+        prefixes are kept."""
+        return dataclasses.replace(self, scope=self.scope.widened(filters, self.syntax_clauses))
+
+
+def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, below: InForce) -> Plan:
+    """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
+    the fusion below the call (``storage._fusion_setting.configured_fusion``)."""
+    s, r = settings, request
+    if r.mode not in _MODES:
+        raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
+    in_force, sources = fusion_in_force(below, method=r.fusion, k=r.rrf_k, weights=r.weights, window=r.window)
+    method: FusionMethod = in_force.method
+    if method not in _FUSIONS:
+        raise InvalidQuery(f"fusion must be one of {_FUSIONS}, got {method!r}")
+    trip: RoundTrip = r.round_trip or s.round_trip
+    if trip not in _ROUND_TRIPS:
+        raise InvalidQuery(f"round_trip must be one of {_ROUND_TRIPS}, got {trip!r}")
+    win = in_force.window
+    k = in_force.k
+    candidates = r.num_candidates if r.num_candidates is not None else s.num_candidates
+    if not 1 <= win <= 10_000:
+        raise InvalidQuery("window must be between 1 and 10000")
+    if k < 1:
+        raise InvalidQuery("rrf_k must be >= 1")
+    if r.limit < 1 or r.offset < 0:
+        raise InvalidQuery("limit must be >= 1 and offset >= 0")
+    if r.offset + r.limit > win:
+        raise InvalidQuery(
+            f"offset + limit = {r.offset + r.limit} is beyond the fusion window ({win}); pass a larger window= "
+            "or walk the results with search_page()"
+        )
+    if not win <= candidates <= 10_000:
+        candidates = min(max(candidates, win), 10_000)
+    rerank_candidates = _rerank_candidates(r, s, has_reranker)
+    leg_weights = in_force.weights
+    if r.weights:
+        unknown = set(r.weights) - set(leg_weights)
+        if unknown:
+            raise InvalidQuery(f"weights for unknown legs: {sorted(unknown)}; legs are bm25 and knn")
+        leg_weights.update(r.weights)
+    for w in leg_weights.values():
+        if not isinstance(w, int | float) or not 0 <= w < math.inf:  # (NaN compares False)
+            raise InvalidQuery("weights must be finite numbers >= 0")
+    scope = read_scope(r.filters, r.tenant_id, what="search", multi_tenant=s.multi_tenant)
+    cleaned = clean_query(r.query)
+    legs: tuple[Leg, ...] = ("bm25", "knn") if r.mode == "hybrid" else (r.mode,)
+    embed_text, bm25_clause, syntax_clauses = cleaned.text, None, []
+    if r.syntax == "boolean":
+        parsed = parse_query(cleaned.text, fields=BM25_FIELDS)
+        embed_text, bm25_clause = parsed.embed_text, parsed.clause
+        syntax_clauses = to_es_filters(parsed.filters)
+    elif r.syntax != "plain":
+        raise InvalidQuery(f"syntax must be 'plain' or 'boolean', got {r.syntax!r}")
+    return Plan(
+        text=cleaned.text,
+        mode=r.mode,
+        legs=legs,
+        scope=scope.plus(syntax_clauses) if syntax_clauses else scope,
+        tenant_id=scope.tenant_id,
+        target=valid_target(r.index) if r.index else s.index,
+        method=method,
+        k=k,
+        weights={leg: leg_weights[leg] for leg in legs},
+        window=win,
+        candidates=candidates,
+        similarity=r.similarity,
+        highlight=r.highlight,
+        limit=r.limit,
+        offset=r.offset,
+        strict=r.strict,
+        round_trip=trip,
+        adjustments=list(cleaned.adjustments),
+        original_length=cleaned.original_length,
+        embed_text=embed_text,
+        bm25_clause=bm25_clause,
+        syntax_clauses=syntax_clauses,
+        recover=r.recover,
+        rerank_candidates=rerank_candidates,
+        fusion_sources=sources,
+    )
+
+
+def _rerank_candidates(r: SearchRequest, s: SearchSettings, has_reranker: bool) -> int:
+    wanted = r.rerank if r.rerank is not None else s.rerank
+    if not wanted:
+        return 0
+    if not has_reranker:
+        raise ConfigurationError(
+            "rerank=True but no reranker is configured: pass reranker= to the SearchClient, or set "
+            "RERANKER_PROVIDER=http (RERANKER_URL, RERANKER_API, RERANKER_MODEL) or cross-encoder "
+            "(RERANKER_MODEL_DIR)"
+        )
+    n = r.rerank_candidates if r.rerank_candidates is not None else s.rerank_candidates
+    if not 1 <= n <= 1000:
+        raise InvalidQuery("rerank_candidates must be between 1 and 1000")
+    if r.offset + r.limit > n:
+        raise InvalidQuery(
+            f"offset + limit = {r.offset + r.limit} is beyond the reranked candidates ({n}); "
+            "pass a larger rerank_candidates="
+        )
+    return n

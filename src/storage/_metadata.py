@@ -1,0 +1,148 @@
+"""What a client knows about the indices it reads, kept so that a search pays a dict lookup for it.
+
+- **The vectors of each concrete index**: its ``_meta.embedding`` (the model, the passage setting). A
+  concrete index's vectors never change, so it is read once per index and kept for the client's life; the
+  kNN leg checks the index it searched against the client's embedder with one lookup.
+- **The fusion stored with each search target** (``_meta.fusion``, written by ``tune(apply=True)``; see
+  ``storage._fusion_setting``): read when a client is entered (or first searches a target), then refreshed
+  in the background once a minute, so a new tuning reaches running clients and a search never waits for it.
+
+Every lookup is one attempt of at most :data:`METADATA_TIMEOUT_S`, **outside** the resilience stack: a
+search never depends on it (a failed lookup keeps the last value and is tried again after
+:data:`LOOKUP_RETRY_S`), and a struggling cluster must not see retries for it, nor its breaker count them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+
+from ._errors import AccessDenied
+from ._errors_map import map_es_error
+from ._fusion_setting import FusionSetting, stored_setting
+from ._mapping import index_meta
+from ._tracing import without_request_spans
+
+__all__ = ["FUSION_RECHECK_S", "LOOKUP_RETRY_S", "METADATA_TIMEOUT_S", "IndexMetadata"]
+
+#: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
+#: the index's mapping once, in the background): a new ``tune --apply`` reaches running clients within this.
+FUSION_RECHECK_S = 60.0
+#: A lookup that failed (the search went on without it) is tried again after this: one lookup per few
+#: seconds while Elasticsearch struggles, not one per search.
+LOOKUP_RETRY_S = 5.0
+#: A metadata lookup is one attempt of at most this long (entering a client waits for one, at most this).
+METADATA_TIMEOUT_S = 2.0
+
+
+class IndexMetadata:
+    """The per-client cache of indices' ``_meta`` (see the module docstring). No per-request state."""
+
+    def __init__(self, es: AsyncElasticsearch, check_open: Callable[[], None]) -> None:
+        self._es = es
+        self._check_open = check_open
+        #: Concrete index -> its ``_meta.embedding`` (None: not recorded, or not readable with these
+        #: credentials, or a lookup that failed and will be tried again).
+        self.embeddings: dict[str, dict[str, Any] | None] = {}
+        #: Search target -> (when to look again, the fusion setting stored with it or None).
+        self.fusions: dict[str, tuple[float, FusionSetting | None]] = {}
+        self._refreshing: dict[str, asyncio.Task[FusionSetting | None]] = {}
+
+    def close(self) -> None:
+        """Stop any background lookup."""
+        for task in list(self._refreshing.values()):
+            task.cancel()
+
+    @functools.cached_property
+    def _client(self) -> AsyncElasticsearch:
+        """The client for metadata a search can do without (made once): a short timeout, no retry."""
+        return without_request_spans(self._es.options(request_timeout=METADATA_TIMEOUT_S, max_retries=0))
+
+    async def _mappings(self, target: str) -> tuple[dict[str, Any] | None, bool]:
+        """``GET <target>/_mapping``: (the answer or None, whether a failure is lasting: no privilege, no such
+        index)."""
+        self._check_open()
+        try:
+            resp = await self._client.options(ignore_status=404).indices.get_mapping(index=target)
+        except Exception as exc:
+            return None, isinstance(map_es_error(exc), AccessDenied)
+        if resp.meta.status != 200 or not isinstance(resp.body, dict):
+            return None, resp.meta.status == 404
+        return dict(resp.body), False
+
+    # -- the vectors of a concrete index -----------------------------------------------------------------
+
+    async def embedding(self, index: str) -> dict[str, Any] | None:
+        """``index``'s ``_meta.embedding`` (looked up once, then a dict lookup). A lookup that fails skips the
+        check, never the search: for good without the privilege to read it (``view_index_metadata``);
+        otherwise the next search after :data:`LOOKUP_RETRY_S` tries again."""
+        if index in self.embeddings:
+            return self.embeddings[index]
+        found, lasting = await self._mappings(index)
+        if found is None and not lasting:
+            self.embeddings[index] = None
+            asyncio.get_running_loop().call_later(LOOKUP_RETRY_S, self.embeddings.pop, index, None)
+            return None
+        recorded = index_meta(found or {}, index).get("embedding")
+        meta = dict(recorded) if isinstance(recorded, Mapping) else None
+        self.embeddings[index] = meta
+        return meta
+
+    def forget_embedding(self, index: str) -> None:
+        self.embeddings.pop(index, None)
+
+    # -- the fusion stored with a target -----------------------------------------------------------------
+
+    async def read_fusion(self, target: str) -> FusionSetting | None:
+        """Read the fusion setting stored with ``target`` now, and keep it for :data:`FUSION_RECHECK_S` (a
+        failed lookup keeps the last value for :data:`LOOKUP_RETRY_S`). None when there is none."""
+        cached = self.fusions.get(target)
+        found, lasting = await self._mappings(target)
+        if found is None and not lasting:
+            stale = cached[1] if cached is not None else None
+            self.fusions[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
+            return stale
+        setting = stored_setting(found or {})
+        self.fusions[target] = (time.monotonic() + FUSION_RECHECK_S, setting)
+        return setting
+
+    async def fusion(self, target: str) -> FusionSetting | None:
+        """The fusion stored with ``target``, as a search uses it: a dict lookup. Read (and waited for) once,
+        when a client first searches a target it has not read it for (entering the client and
+        ``ensure_index()`` read the alias's); then refreshed in the background once a minute."""
+        cached = self.fusions.get(target)
+        if cached is None:
+            return await self.read_fusion(target)
+        if cached[0] <= time.monotonic():
+            self._refresh_fusion(target)
+        return cached[1]
+
+    def remember_fusion(self, target: str, mappings: Mapping[str, Any]) -> None:
+        """Keep the fusion stored in ``mappings`` (a get-index or get-mapping answer the caller has anyway)."""
+        self.fusions[target] = (time.monotonic() + FUSION_RECHECK_S, stored_setting(mappings))
+
+    def forget_fusion(self, target: str) -> None:
+        self.fusions.pop(target, None)
+
+    def _refresh_fusion(self, target: str) -> None:
+        """Look the stored fusion up again in the background (a search never waits for it); one at a time per
+        target, cancelled when the client closes."""
+        if target in self._refreshing:
+            return
+        try:
+            self._check_open()
+        except Exception:
+            return
+        task = asyncio.get_running_loop().create_task(self.read_fusion(target), name="storage-fusion-refresh")
+        self._refreshing[target] = task
+        task.add_done_callback(lambda done: self._lookup_done(target, done))
+
+    def _lookup_done(self, target: str, task: asyncio.Task[FusionSetting | None]) -> None:
+        self._refreshing.pop(target, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a client closing under a lookup is nothing to report
