@@ -14,6 +14,7 @@ The front door::
 """
 
 from ._client import SearchClient
+from ._compat import CompatibleTransport
 from ._errors import (
     AccessDenied,
     AnalyzerUnavailable,
@@ -97,6 +98,7 @@ __all__ = [
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
+    "CompatibleTransport",
     "ConfigurationError",
     "CursorExpired",
     "DependencyError",

@@ -27,6 +27,7 @@ from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embe
 
 from ._answer import Answerer
 from ._backend import Backend
+from ._compat import CompatibleTransport
 from ._engine import Engine
 from ._errors import ConfigurationError, ElasticsearchNotConfigured, InvalidQuery
 from ._filters import FilterInput
@@ -147,6 +148,8 @@ class SearchClient:
                 verify_certs=s.verify_certs,
                 # orjson: request bodies carry a query vector, which the standard library encodes ~30x slower.
                 serializer=OrjsonSerializer(),
+                # Whatever client major is installed, the compatibility header the server accepts (_compat).
+                transport_class=CompatibleTransport,
                 **sniffing,
                 **auth,
             )

@@ -111,9 +111,10 @@ def incompatible_server(body: Any) -> IncompatibleServer | None:
         return None
     return IncompatibleServer(
         f"this Elasticsearch server rejects the client's API version{_root_cause(body)}: the installed "
-        f"`elasticsearch` Python client is {_CLIENT_VERSION}. An 8.x server needs the 8.x client "
-        "(`pip install 'elasticsearch[async]>=8.14,<9'`, which also works with 9.x servers); the 9.x client "
-        "needs a 9.x server"
+        f"`elasticsearch` Python client is {_CLIENT_VERSION}. Clients SearchClient.from_settings() builds adapt "
+        "to the server; for an AsyncElasticsearch you build yourself, pass "
+        "transport_class=storage.CompatibleTransport (or install the 8.x client: "
+        "`pip install 'elasticsearch[async]>=8.14,<9'`, which also works with 9.x servers)"
     )
 
 

@@ -102,17 +102,24 @@ async def test_an_api_version_the_server_rejects_is_incompatible_server(es: Asyn
 
 
 @pytest.mark.client9
-def test_the_9x_client_against_an_8x_server_is_incompatible_server() -> None:
-    """Runs in the 9.x-client pass (deselected when the 8.x client is installed): a real 8.19 node."""
+def test_the_9x_client_talks_to_an_8x_server_and_a_client_built_without_the_transport_says_how() -> None:
+    """Runs in the 9.x-client pass (deselected when the 8.x client is installed): a real 8.19 node. A client
+    from_settings() builds learns the server's major and sends the compatibility it accepts; one built by
+    hand without CompatibleTransport is IncompatibleServer, saying how to fix it."""
     import asyncio
 
     async def check(url: str) -> None:
         settings = SearchSettings(url=url, index=f"test-{uuid.uuid4().hex[:8]}")
         async with _client(settings) as c:
-            with pytest.raises(IncompatibleServer, match=r"8\.x server needs the 8\.x client"):
+            await c.ensure_index()
+            report = await c.index_documents([Document(id="d1", title="Revenue", text="guidance cut")], refresh=True)
+            assert report.ok
+            assert (await c.search("revenue guidance")).ids == ["d1"]
+            await c.delete_index()
+        raw = AsyncElasticsearch(url)
+        async with SearchClient(raw, HashingEmbedder(dimensions=64), settings) as c:
+            with pytest.raises(IncompatibleServer, match=r"transport_class=storage\.CompatibleTransport"):
                 await c.ensure_index()
-            with pytest.raises(IncompatibleServer):
-                await c.search("anything")
 
     assert CLIENT_MAJOR >= 9
     with LocalElasticsearch(version=VERSION_8, name=f"compat-{uuid.uuid4().hex[:6]}", ephemeral=True) as node:
