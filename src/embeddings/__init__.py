@@ -19,7 +19,7 @@ Rerankers (the ``Reranker`` protocol; optional, off by default):
 - :class:`CrossEncoderReranker`: a cross-encoder from a local ONNX model directory, on onnxruntime.
 """
 
-from ._base import BaseEmbedder, Embedder, Vector, validate_vectors
+from ._base import BaseEmbedder, Embedder, Span, Vector, Windowed, estimate_token_spans, validate_vectors
 from ._cache import CachedEmbedder
 from ._catalogue import CATALOGUE as LOCAL_MODELS
 from ._catalogue import DEFAULT_MODEL as DEFAULT_LOCAL_MODEL
@@ -93,12 +93,15 @@ __all__ = [
     "RerankApi",
     "Reranker",
     "RerankerSettings",
+    "Span",
     "Usage",
     "Vector",
+    "Windowed",
     "create_embedder",
     "create_llm",
     "create_reranker",
     "default_cache_dir",
+    "estimate_token_spans",
     "find_model",
     "locate_model",
     "validate_scores",

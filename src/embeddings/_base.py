@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
+import re
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
@@ -11,10 +12,13 @@ from cachetools import LRUCache
 
 from ._errors import EmbeddingConfigError, InvalidEmbedding
 
-__all__ = ["BaseEmbedder", "Embedder", "Vector", "validate_vectors"]
+__all__ = ["BaseEmbedder", "Embedder", "Span", "Vector", "Windowed", "estimate_token_spans", "validate_vectors"]
 
 Vector = list[float]
 Kind = Literal["query", "document"]
+#: A token's character offsets in the text it came from: ``text[start:end]``.
+Span = tuple[int, int]
+_PIECE = re.compile(r"\w{1,4}|[^\w\s]")
 
 #: Distinct query texts remembered per embedder; a query vector is 384-1536 floats (~3-12 KB as a list).
 DEFAULT_QUERY_CACHE_SIZE = 1024
@@ -46,6 +50,34 @@ class Embedder(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Windowed(Protocol):
+    """An embedder that says what it reads of a document (optional; every provider here has it): how many
+    tokens its window holds, how many of them its own tokens take (specials, a document prefix), and where
+    each token of a text is — what a splitter needs to cut long documents into passages that fit."""
+
+    @property
+    def window_tokens(self) -> int | None:
+        """Tokens the model reads of a text at most (longer texts are cut there); None: any length."""
+        ...
+
+    @property
+    def overhead_tokens(self) -> int:
+        """Tokens of the window the model's own tokens take for a document (specials, a prefix)."""
+        ...
+
+    async def token_spans(self, texts: Sequence[str]) -> list[list[Span]]:
+        """Each text's tokens as the model counts them (no specials, no prefix): character offsets."""
+        ...
+
+
+def estimate_token_spans(text: str) -> list[Span]:
+    """Tokens estimated without the model's tokenizer: words in pieces of at most four characters, and each
+    punctuation mark alone — more pieces than a BPE or word-piece tokenizer makes of English, so passages
+    cut by this estimate fit the window."""
+    return [m.span() for m in _PIECE.finditer(text)]
 
 
 def validate_vectors(vectors: object, *, expected_count: int, dimensions: int, offset: int = 0) -> list[Vector]:
@@ -133,6 +165,19 @@ class BaseEmbedder(abc.ABC):
             validate_vectors(raw, expected_count=1, dimensions=self.dimensions)
         except InvalidEmbedding as exc:
             raise EmbeddingConfigError(f"{self.model_id} does not match its settings: {exc}") from exc
+
+    @property
+    def window_tokens(self) -> int | None:
+        """Tokens the model reads of a text at most; None (the default): any length."""
+        return None
+
+    @property
+    def overhead_tokens(self) -> int:
+        return 0
+
+    async def token_spans(self, texts: Sequence[str]) -> list[list[Span]]:
+        """Estimated, for providers whose tokenizer is not at hand (:func:`estimate_token_spans`)."""
+        return [estimate_token_spans(t) for t in texts]
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
         """Release resources (HTTP sessions, thread pools)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Embedder, Vector
+from ._base import Embedder, Span, Vector, Windowed, estimate_token_spans
 
 __all__ = ["CachedEmbedder"]
 
@@ -43,6 +43,19 @@ class CachedEmbedder:
     @property
     def normalized(self) -> bool:
         return self.inner.normalized
+
+    @property
+    def window_tokens(self) -> int | None:
+        return self.inner.window_tokens if isinstance(self.inner, Windowed) else None
+
+    @property
+    def overhead_tokens(self) -> int:
+        return self.inner.overhead_tokens if isinstance(self.inner, Windowed) else 0
+
+    async def token_spans(self, texts: Sequence[str]) -> list[list[Span]]:
+        if isinstance(self.inner, Windowed):
+            return await self.inner.token_spans(texts)
+        return [estimate_token_spans(t) for t in texts]
 
     def _key(self, kind: str, text: str) -> str:
         return f"{self.inner.model_id}|{kind}|{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}"

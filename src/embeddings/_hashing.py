@@ -19,14 +19,19 @@ _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 class HashingEmbedder(BaseEmbedder):
-    """Unit-length bag-of-words vectors of ``dimensions`` floats (signed feature hashing)."""
+    """Unit-length bag-of-words vectors of ``dimensions`` floats (signed feature hashing). ``window_tokens``:
+    read only a document's first that many words, as a model reads its window (None, the default: all)."""
 
-    def __init__(self, *, dimensions: int = 64, max_batch_size: int = 64) -> None:
+    def __init__(self, *, dimensions: int = 64, max_batch_size: int = 64, window_tokens: int | None = None) -> None:
         super().__init__(max_batch_size=max_batch_size)
         if dimensions < 2:
             raise ValueError("dimensions must be >= 2")
+        if window_tokens is not None and window_tokens < 8:
+            raise ValueError("window_tokens must be at least 8")
         self._dimensions = dimensions
+        self._window = window_tokens
         self.calls = 0  # embedding requests made (batches), for tests
+        self.texts = 0  # texts embedded, for tests
 
     @property
     def model_id(self) -> str:
@@ -40,9 +45,18 @@ class HashingEmbedder(BaseEmbedder):
     def normalized(self) -> bool:
         return True
 
+    @property
+    def window_tokens(self) -> int | None:
+        return self._window
+
+    async def token_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Its own tokens: words."""
+        return [[m.span() for m in _TOKEN.finditer(t)] for t in texts]
+
     def embed_one(self, text: str) -> Vector:
         vector = [0.0] * self._dimensions
-        for token in _TOKEN.findall(text.lower()):
+        tokens = _TOKEN.findall(text.lower())
+        for token in tokens if self._window is None else tokens[: self._window]:
             digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self._dimensions
             vector[bucket] += 1.0 if digest[4] & 1 else -1.0
@@ -54,4 +68,5 @@ class HashingEmbedder(BaseEmbedder):
 
     async def _embed_batch(self, texts: Sequence[str], kind: Kind) -> list[Vector]:
         self.calls += 1
+        self.texts += len(texts)
         return [self.embed_one(t) for t in texts]

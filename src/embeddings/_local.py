@@ -91,9 +91,19 @@ class _Model:
             self.tokenizer = Tokenizer.from_file(str(files.tokenizer))
         except Exception as exc:  # onnxruntime / tokenizers raise their own types for a bad file
             raise EmbeddingConfigError(f"cannot load {spec.name} from {files.model.parent}: {exc}") from exc
+        # A second copy that never truncates: where each token of a whole text is (passages).
+        self.counter = Tokenizer.from_str(self.tokenizer.to_str())
+        self.counter.no_truncation()
+        self.counter.no_padding()
         self.tokenizer.enable_truncation(max_length=spec.max_tokens)
         self.tokenizer.no_padding()  # each batch is padded to its own longest text
         self._inputs = {i.name for i in self.session.get_inputs()}
+        #: The window's tokens the model's own take for a document: specials and the document prefix.
+        self.overhead = len(self.tokenizer.encode(spec.document_prefix).ids)
+
+    def spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Each text's tokens (no specials) as character offsets."""
+        return [list(e.offsets) for e in self.counter.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode(self, texts: Sequence[str], kind: Kind) -> list[list[int]]:
         prefix = self.spec.query_prefix if kind == "query" else self.spec.document_prefix
@@ -179,6 +189,26 @@ class LocalEmbedder(BaseEmbedder):
     @property
     def threads(self) -> int:
         return self._threads
+
+    @property
+    def window_tokens(self) -> int:
+        return self.spec.max_tokens
+
+    @property
+    def overhead_tokens(self) -> int:
+        """Specials (CLS, SEP) and the document prefix's tokens; known once the model is loaded (before: the
+        specials and an estimate of the prefix)."""
+        loaded = self._worker.loaded
+        if loaded is not None:
+            return int(loaded.overhead)
+        return 2 + len(self.spec.document_prefix.split()) * 2
+
+    async def token_spans(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        """Each text's tokens under the model's own tokenizer (character offsets; no specials, no prefix)."""
+        if not texts:
+            return []
+        model = await self._worker.model()
+        return await self._worker.run(model.spans, list(texts))
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(model_id={self.model_id!r}, threads={self._threads})"

@@ -17,6 +17,8 @@ __all__ = ["OpenAIEmbedder"]
 DEFAULT_TIMEOUT_S = 10.0
 #: OpenAI accepts up to 2048 inputs per request; smaller batches keep one failure's blast radius small.
 DEFAULT_BATCH_SIZE = 128
+#: OpenAI's embedding models read 8,191 tokens (text-embedding-3-*, ada-002); set another for other servers.
+DEFAULT_WINDOW_TOKENS = 8191
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -43,6 +45,7 @@ class OpenAIEmbedder(BaseEmbedder):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_batch_size: int = DEFAULT_BATCH_SIZE,
         query_cache_size: int = 1024,
+        window_tokens: int | None = DEFAULT_WINDOW_TOKENS,
     ) -> None:
         super().__init__(max_batch_size=max_batch_size, query_cache_size=query_cache_size)
         if dimensions < 1:
@@ -58,6 +61,7 @@ class OpenAIEmbedder(BaseEmbedder):
         self._send_dimensions = send_dimensions
         self._normalized = normalized
         self._base_url = base_url
+        self._window = window_tokens
         self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0)
 
     @property
@@ -71,6 +75,11 @@ class OpenAIEmbedder(BaseEmbedder):
     @property
     def normalized(self) -> bool:
         return self._normalized
+
+    @property
+    def window_tokens(self) -> int | None:
+        """What the server reads at most (its tokenizer is not here: passages are cut by an estimate)."""
+        return self._window
 
     def __repr__(self) -> str:  # no key, ever
         return f"OpenAIEmbedder(model={self._model!r}, base_url={self._base_url!r}, dims={self._dimensions})"

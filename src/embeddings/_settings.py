@@ -16,7 +16,7 @@ from ._http_rerank import DEFAULT_MAX_DOCUMENT_CHARS, HttpReranker, RerankApi
 from ._llm import DEFAULT_MAX_TOKENS, LLM, OpenAIChat
 from ._llm import DEFAULT_TIMEOUT_S as DEFAULT_LLM_TIMEOUT_S
 from ._local import DEFAULT_BATCH_TOKENS, DEFAULT_MAX_BATCH_SIZE, LocalEmbedder
-from ._openai import DEFAULT_BATCH_SIZE, OpenAIEmbedder
+from ._openai import DEFAULT_BATCH_SIZE, DEFAULT_WINDOW_TOKENS, OpenAIEmbedder
 from ._rerank import Reranker
 
 __all__ = ["EmbeddingSettings", "LLMSettings", "RerankerSettings", "create_embedder", "create_llm", "create_reranker"]
@@ -42,6 +42,9 @@ class EmbeddingSettings(BaseSettings):
     timeout_s: float = Field(default=10.0, gt=0)
     #: OpenAI: whether the model returns unit vectors (OpenAI's do; the index then uses dot_product).
     normalized: bool = True
+    #: OpenAI (and hashing): the tokens the model reads of a text at most (longer documents get passages:
+    #: storage cuts them by an estimate of the model's tokens). Default: 8191 (OpenAI's embedding models).
+    window_tokens: int | None = Field(default=None, ge=8)
     #: Local: document batches embedded at once, one core each (default: the cores, up to 4).
     threads: int | None = Field(default=None, ge=1)
     #: Local: padded tokens per inference call (texts are sorted by length first).
@@ -72,7 +75,7 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
             repository=s.maven_repository,
         )
     if s.provider == "hashing":
-        return HashingEmbedder(dimensions=s.dimensions or 64)
+        return HashingEmbedder(dimensions=s.dimensions or 64, window_tokens=s.window_tokens)
     if not s.model or not s.dimensions:
         raise EmbeddingConfigError(
             "EMBEDDINGS_PROVIDER=openai needs EMBEDDINGS_MODEL and EMBEDDINGS_DIMENSIONS "
@@ -88,6 +91,7 @@ def create_embedder(settings: EmbeddingSettings | None = None) -> Embedder:
         base_url=s.base_url,
         timeout_s=s.timeout_s,
         max_batch_size=s.batch_size or DEFAULT_BATCH_SIZE,
+        window_tokens=s.window_tokens or DEFAULT_WINDOW_TOKENS,
     )
 
 

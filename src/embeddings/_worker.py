@@ -34,6 +34,11 @@ class ModelWorker(Generic[M]):
         self._model: M | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def loaded(self) -> M | None:
+        """The model if it is loaded, else None (nothing is loaded by asking)."""
+        return self._model
+
     async def model(self) -> M:
         """The loaded model (loading it in a worker thread the first time). Idempotent."""
         if self._model is not None:

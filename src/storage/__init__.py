@@ -13,6 +13,16 @@ The front door::
     report = await storage.tune(client, "judged/", apply=True)   # fit the fusion to judged queries
 """
 
+from ._answers import (
+    Answer,
+    AnswerDelta,
+    AnswerDone,
+    AnswerEntry,
+    AnswerEvent,
+    AnswerStatus,
+    AnswerTimings,
+    AnswerUsage,
+)
 from ._client import SearchClient
 from ._compat import CompatibleTransport
 from ._errors import (
@@ -34,6 +44,7 @@ from ._errors import (
     ModelMismatch,
     Overloaded,
     PartialResults,
+    PassagesMismatch,
     SearchError,
     SearchFailed,
     TLSFailed,
@@ -43,26 +54,12 @@ from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
 from ._fusion_setting import FusionSetting, FusionSource
 from ._logging import configure_ecs_logging, correlation_id
 from ._models import (
-    Answer,
-    AnswerDelta,
-    AnswerDone,
-    AnswerEntry,
-    AnswerEvent,
-    AnswerStatus,
-    AnswerTimings,
-    AnswerUsage,
     Document,
     FailedDocument,
     IndexProgress,
     IndexReport,
-    LegReport,
     ReembedReport,
-    RerankReport,
-    SearchHit,
     SearchMode,
-    SearchPage,
-    SearchResponse,
-    ShardReport,
     TuneReport,
     TuneRow,
 )
@@ -77,6 +74,7 @@ from ._requests import (
     SearchRequest,
 )
 from ._resilience import ResiliencePolicy
+from ._results import LegReport, RerankReport, SearchHit, SearchPage, SearchResponse, ShardReport
 from ._settings import SearchSettings
 from ._syntax import QuerySyntaxError
 from .evaluation import Judgments, default_grid, load_judgments, tune
@@ -127,6 +125,7 @@ __all__ = [
     "Overloaded",
     "PageRequest",
     "PartialResults",
+    "PassagesMismatch",
     "ProgressCallback",
     "QuerySyntax",
     "QuerySyntaxError",

@@ -24,13 +24,7 @@ from dataclasses import dataclass, field
 
 from embeddings import ChatMessage, Completion
 
-from ._backend import Backend
-from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
-from ._engine import Engine
-from ._errors import CircuitOpen, DependencyError, DependencyUnavailable, SearchError
-from ._errors_map import timeout_error
-from ._logging import Events, query_hash
-from ._models import (
+from ._answers import (
     Answer,
     AnswerDelta,
     AnswerDone,
@@ -39,10 +33,16 @@ from ._models import (
     AnswerStatus,
     AnswerTimings,
     AnswerUsage,
-    SearchResponse,
 )
+from ._backend import Backend
+from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
+from ._engine import Engine
+from ._errors import CircuitOpen, DependencyError, DependencyUnavailable, SearchError
+from ._errors_map import timeout_error
+from ._logging import Events, query_hash
 from ._prompt import AnswerPrompt
 from ._requests import AnswerRequest, SearchRequest
+from ._results import SearchResponse
 
 __all__ = ["Answerer"]
 
@@ -100,7 +100,9 @@ class Answerer:
             limit=r.limit if r.limit is not None else self._b.settings.answer_limit,
             tenant_id=r.tenant_id,
             strict=r.strict,
-            highlight=False,  # the model reads the texts, not the highlights
+            # The model reads texts, not highlights; but in an index read in passages the BM25 leg's fragments
+            # say which passages of a document it matched, and those are what the context is built from.
+            highlight=True,
             index=r.index,
             rerank=r.rerank,
         )
@@ -240,6 +242,7 @@ class Answerer:
                 score=hits[doc_id][1].score,
                 rank=hits[doc_id][0],
                 truncated=context is not None and context.truncated and doc_id == included[-1],
+                passages=context.spans.get(doc_id, []) if context is not None else [],
             )
             for doc_id in included
         ]

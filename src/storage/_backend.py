@@ -17,7 +17,17 @@ from typing import Any, Literal, TypeVar
 
 from elasticsearch import AsyncElasticsearch
 
-from embeddings import LLM, ChatMessage, Completion, Embedder, InvalidResponse, ProviderError, Reranker, Vector
+from embeddings import (
+    LLM,
+    ChatMessage,
+    Completion,
+    Embedder,
+    InvalidResponse,
+    ProviderError,
+    Reranker,
+    Vector,
+    Windowed,
+)
 
 from ._errors import ClientClosed, ConfigurationError, ModelMismatch, ProviderDependency, SearchError
 from ._errors_map import map_es_error, map_provider_error
@@ -26,6 +36,7 @@ from ._metadata import IndexMetadata
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
 from ._tracing import AttrValue, span, tracing, without_request_spans
+from .passages import PassageSetting
 
 __all__ = ["Backend"]
 
@@ -62,7 +73,18 @@ class Backend:
             "reranker", reranker_policy or settings.reranker_policy(), events=self.events
         )
         self.llm_resilience = Resilience("llm", llm_policy or settings.llm_policy(), events=self.events)
-        self.metadata = IndexMetadata(es, self.check_open)
+        self.metadata = IndexMetadata(es, self.check_open, assume_passages=self.writes_passages)
+
+    def passage_setting(self, embedder: Embedder | None = None) -> PassageSetting | None:
+        """How a new index for ``embedder`` (default the client's) cuts long documents: the settings', when the
+        model reads a window (an embedder that reads any length needs no passages)."""
+        emb = embedder or self.embedder
+        window = emb.window_tokens if isinstance(emb, Windowed) else None
+        return self.settings.passage_setting() if window is not None else None
+
+    @property
+    def writes_passages(self) -> bool:
+        return self.passage_setting() is not None
 
     def embeddings_stack(self, policy: ResiliencePolicy | None = None) -> Resilience:
         """A resilience stack for an embedder (the client's; or another model's during a reembed, whose

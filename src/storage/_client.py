@@ -26,6 +26,7 @@ from elasticsearch.serializer import OrjsonSerializer
 from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embedder, create_llm, create_reranker
 
 from ._answer import Answerer
+from ._answers import Answer, AnswerEvent
 from ._backend import Backend
 from ._compat import CompatibleTransport
 from ._engine import Engine
@@ -35,19 +36,11 @@ from ._fusion import LegHit
 from ._fusion_setting import FusionSetting, FusionSource
 from ._indices import IndexManager
 from ._ingest import Ingester
-from ._models import (
-    Answer,
-    AnswerEvent,
-    IndexProgress,
-    IndexReport,
-    ReembedReport,
-    SearchMode,
-    SearchPage,
-    SearchResponse,
-)
+from ._models import IndexProgress, IndexReport, ReembedReport, SearchMode
 from ._reembed import Reembedder
 from ._requests import AnswerRequest, IngestRequest, PageRequest, SearchRequest, operation
 from ._resilience import Resilience, ResiliencePolicy
+from ._results import SearchPage, SearchResponse
 from ._settings import SearchSettings
 from ._telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
 from ._walk import Walker
@@ -168,8 +161,8 @@ class SearchClient:
         self._backend.check_open()
         self._entered_loop = asyncio.get_running_loop()
         metadata = self._backend.metadata
-        if self.index not in metadata.fusions:  # the fusion tuned for the alias, if any: read once
-            await metadata.read_fusion(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
+        if self.index not in metadata.targets:  # the alias's tuned fusion and layout: read once
+            await metadata.read_target(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
         if self._settings.telemetry and self._telemetry is None:
             await self.enable_telemetry(data_stream=self._settings.telemetry_data_stream)
         return self

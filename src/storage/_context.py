@@ -2,7 +2,8 @@
 
 ::
 
-    hits ─assemble_context─▶ ENTRY #id | date | source | title blocks (within a budget)
+    hits ─assemble_context─▶ ENTRY #id | date | source | title blocks (within a budget): each document's
+                             best passages in text order (a document read in passages), else its text
     model's text ─parse_citations / CitationCheck─▶ cited ids (in the context) and invented ones
 
 Used by the answer (``storage._answer``) and re-exported for RAG callers by the agent tool
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._models import SearchHit
+from ._results import SearchHit
 
 __all__ = [
     "AssembledContext",
@@ -25,6 +26,7 @@ __all__ = [
     "context_budget",
     "display_value",
     "extract_citations",
+    "merged_spans",
     "parse_citations",
 ]
 
@@ -55,6 +57,9 @@ class AssembledContext:
     ids: list[str]
     #: True when an entry was cut or left out to respect ``max_context_chars``.
     truncated: bool
+    #: id -> the parts of its text the entry holds (character offsets, text order): its best passages, or
+    #: the whole text (``(0, len)``) for a document that is one passage.
+    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 def _entry_header(hit: SearchHit) -> str:
@@ -63,23 +68,48 @@ def _entry_header(hit: SearchHit) -> str:
     return f"ENTRY #{hit.id} | {date_} | {src.get('source') or '-'} | {src.get('title') or '-'}"
 
 
+def merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching spans merged, in text order."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _entry_body(hit: SearchHit) -> tuple[str, list[tuple[int, int]]]:
+    """What an entry says of a hit: its best passages in text order (merged where they overlap, `` … ``
+    between them), or its whole text when it is one passage; and which parts of the text those are."""
+    text = hit.text
+    if not hit.passages:
+        return _SPACES.sub(" ", text).strip(), [(0, len(text))]
+    spans = merged_spans([(p.start, p.end) for p in hit.passages])
+    parts = [_SPACES.sub(" ", text[start:end]).strip() for start, end in spans]
+    return " … ".join(p for p in parts if p), spans
+
+
 def assemble_context(
     hits: Sequence[SearchHit], *, max_context_chars: int, min_partial_chars: int = 100
 ) -> AssembledContext:
     """``ENTRY #id | date | source | title`` blocks, best first, within ``max_context_chars``; the last entry
-    is cut only if at least ``min_partial_chars`` of its text fit, otherwise left out."""
+    is cut only if at least ``min_partial_chars`` of its text fit, otherwise left out. A document read in
+    passages contributes its best passages (the ones its hit carries), not its head."""
     blocks: list[str] = []
     ids: list[str] = []
+    spans: dict[str, list[tuple[int, int]]] = {}
     used = 0
     truncated = False
     for hit in hits:
         header = _entry_header(hit)
-        body = _SPACES.sub(" ", hit.text).strip()
+        body, parts = _entry_body(hit)
         sep = 2 if blocks else 0
         block = f"{header}\n{body}"
         if used + sep + len(block) <= max_context_chars:
             blocks.append(block)
             ids.append(hit.id)
+            spans[hit.id] = parts
             used += sep + len(block)
             continue
         truncated = True
@@ -87,8 +117,9 @@ def assemble_context(
         if room >= min_partial_chars:
             blocks.append(f"{header}\n{body[: room - 1]}…")
             ids.append(hit.id)
+            spans[hit.id] = parts
         break
-    return AssembledContext(text="\n\n".join(blocks), ids=ids, truncated=truncated)
+    return AssembledContext(text="\n\n".join(blocks), ids=ids, truncated=truncated, spans=spans)
 
 
 def context_budget(

@@ -7,6 +7,7 @@
     │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
     │   ├── DimensionMismatch           index vectors != embedder vectors
     │   │   └── ModelMismatch           another model built the index (same size or not): reembed() moves it
+    │   │       └── PassagesMismatch    the index was cut into passages otherwise than the client's setting
     │   ├── AnalyzerUnavailable         the configured analyzer (ES_ANALYZER) does not exist on the server;
     │   │                               raised by ensure_index() before anything is created
     │   ├── IncompatibleServer          client and server majors cannot talk (9.x client, 8.x server)
@@ -61,6 +62,7 @@ __all__ = [
     "ModelMismatch",
     "Overloaded",
     "PartialResults",
+    "PassagesMismatch",
     "SearchError",
     "SearchFailed",
     "TLSFailed",
@@ -106,6 +108,13 @@ class ModelMismatch(DimensionMismatch):
     downtime."""
 
     reason = "model_mismatch"
+
+
+class PassagesMismatch(ModelMismatch):
+    """The index was built with other passages (or none) than the passage setting this client was given
+    explicitly (``ES_PASSAGES``, ``ES_PASSAGE_TOKENS``...). ``reembed()`` moves it."""
+
+    reason = "passages_mismatch"
 
 
 class AnalyzerUnavailable(ConfigurationError):

@@ -15,11 +15,12 @@ from ._errors import (
     DimensionMismatch,
     IndexNotFound,
     ModelMismatch,
+    PassagesMismatch,
 )
 from ._errors_map import error_reason, error_type, incompatible_server
 from ._filters import FilterInput
 from ._fusion_setting import configured_fusion
-from ._mapping import building_versions, index_body, next_index_name, versioned_index_name
+from ._mapping import building_versions, index_body, next_index_name, stored_passages, versioned_index_name
 from ._queries import count_request, ids_request
 from ._tenancy import Scope, every_tenant, read_scope, require, visible
 
@@ -64,7 +65,7 @@ class IndexManager:
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
         self.checked_index = write_index
-        b.metadata.remember_fusion(alias, existing)  # (the answer holds the mappings: no second request)
+        b.metadata.remember(alias, existing)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
 
@@ -92,7 +93,7 @@ class IndexManager:
             raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
         index = write_index_of(self.alias, current)
         await self.update_meta(index, {"fusion": dict(fusion)})
-        self._b.metadata.forget_fusion(self.alias)
+        self._b.metadata.forget(self.alias)
         return index
 
     async def versions(self) -> dict[str, Any]:
@@ -244,7 +245,7 @@ class IndexManager:
             building = []
         # The fusion a search of the alias uses when the call passes none, and where each part comes from.
         s = b.settings
-        stored = await b.metadata.read_fusion(self.alias)
+        stored = (await b.metadata.read_target(self.alias)).fusion
         in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), stored)
         out: dict[str, Any] = {
             "cluster": {
@@ -301,6 +302,7 @@ class IndexManager:
             analyzer=analyzer,
             shards=s.number_of_shards,
             replicas=s.number_of_replicas,
+            passages=b.passage_setting(emb),
         )
         if meta:
             body["mappings"]["_meta"].update(meta)
@@ -351,6 +353,7 @@ class IndexManager:
                     f"a new version and moves the alias when it is complete. To keep {model!r}, configure it "
                     f"instead (e.g. EMBEDDINGS_MODEL)."
                 )
+            self._check_passages(alias, name, meta)
             analyzer = info.get("mappings", {}).get("properties", {}).get("text", {}).get("analyzer", "standard")
             if analyzer != self._b.settings.analyzer:
                 self._b.events.emit(
@@ -360,3 +363,27 @@ class IndexManager:
                     {"index.name": name, "index.analyzer": analyzer, "analyzer": self._b.settings.analyzer},
                 )
         return write_index_of(alias, indices)
+
+    def _check_passages(self, alias: str, name: str, meta: Mapping[str, Any]) -> None:
+        """An index keeps the passages it was built with (writes follow it). A passage setting given
+        explicitly that differs is a mismatch, like a model's; left at its default, an index without passages
+        is used as it is, and the log says how to move it."""
+        b = self._b
+        built, wanted = stored_passages(meta), b.passage_setting()
+        if built == wanted:
+            return
+        how = (
+            f"To move {alias!r} to the configured setting with no downtime, run `hybrid-search reembed` (or "
+            "`await client.reembed()`): it builds a new version and moves the alias when it is complete."
+        )
+        if b.settings.passages_explicit():
+            said = "no passages" if built is None else f"passages of {built.tokens} tokens ({built.overlap} overlap)"
+            asked = "none" if wanted is None else f"{wanted.tokens} tokens ({wanted.overlap} overlap)"
+            raise PassagesMismatch(f"index {name} was built with {said}; this client's setting is {asked}. {how}")
+        if built is None and wanted is not None:
+            b.events.emit(
+                20,
+                f"index {name} has no passages: a long document's vector is its head only. {how}",
+                "index.no_passages",
+                {"index.name": name},
+            )

@@ -1,5 +1,10 @@
 """Ingest: validate, embed in batches while earlier batches are bulk-indexed, report every id. The write
-stage (:meth:`Ingester.write`) also carries re-embedding into a new index version (``_reembed``)."""
+stage (:meth:`Ingester.write`) also carries re-embedding into a new index version (``_reembed``).
+
+Into an index read in passages (``storage.passages``), every document gets its head's vector and, when its
+text goes on past the model's window, one per passage (cut by the model's own tokenizer): all of them are
+embedded before it is written, and a document one of whose vectors failed is reported and never written
+with some of its passages missing."""
 
 from __future__ import annotations
 
@@ -13,16 +18,18 @@ from typing import Any
 from elasticsearch.helpers import async_streaming_bulk
 from pydantic import ValidationError
 
-from embeddings import Embedder, InvalidEmbedding, Vector
+from embeddings import Embedder, InvalidEmbedding, ProviderError, Vector, Windowed
 
 from ._backend import Backend
 from ._errors import InvalidDocument, InvalidQuery, SearchError
+from ._errors_map import map_provider_error
 from ._indices import IndexManager
 from ._mapping import valid_target
-from ._models import Document, FailedDocument, IndexProgress, IndexReport
+from ._models import Document, FailedDocument, IndexProgress, IndexReport, embedding_text
 from ._requests import IngestRequest, ProgressCallback
 from ._resilience import Resilience
 from ._tenancy import require, stamp
+from .passages import PassagePlan, PassageSetting, Span, plan_passages
 
 __all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
@@ -30,12 +37,35 @@ _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds mem
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One document on its way into an index: its id, its ``_source`` (without the vector) and what the
-    embedder reads (the title and the text: :meth:`Document.embedding_text`)."""
+    """One document on its way into an index: its id, its ``_source`` (without vectors or passages), and its
+    title and text (the embedder reads the title and the text: :func:`embedding_text`)."""
 
     id: str
     source: dict[str, Any]
+    title: str
     text: str
+
+    @property
+    def head(self) -> str:
+        return embedding_text(self.title, self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A record with its vectors: the head's first, then each passage's (``spans``: their offsets in the
+    text, the head's ``(0, head_end)`` first). Without passages, the head's only."""
+
+    record: Record
+    vectors: list[Vector]
+    spans: tuple[Span, ...] = ()
+
+    def source(self) -> dict[str, Any]:
+        out = {**self.record.source, "embedding": self.vectors[0]}
+        if self.spans:
+            out["passages"] = [
+                {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
+            ]
+        return out
 
 
 class Ingester:
@@ -74,7 +104,7 @@ class Ingester:
         if index is not None and "," in index:
             raise InvalidQuery("index_documents writes to one index or alias")
         target = valid_target(index) if index else b.settings.index
-        records = [Record(doc.id, doc.to_source(), doc.embedding_text()) for doc in docs]
+        records = [Record(doc.id, doc.to_source(), doc.title, doc.text) for doc in docs]
         indexed, failed = await self.write(records, target, progress=progress, already_failed=invalid)
         if refresh and indexed:
             await b.es_call(lambda: b.es.indices.refresh(index=target))
@@ -111,9 +141,11 @@ class Ingester:
     ) -> tuple[list[str], list[FailedDocument]]:
         """Embed ``records`` in batches (with ``embedder`` through ``stack``, default the client's) while
         earlier batches are bulk-indexed into ``target``: every id ends up indexed or failed, and a record
-        whose embedding failed is never written without its vector. ``already_failed`` are counted in the
-        progress and the failures (documents refused before this stage)."""
+        whose embedding failed is never written without its vectors. Into a target read in passages, every
+        record gets them (cut as the target recorded). ``already_failed`` are counted in the progress and the
+        failures (documents refused before this stage)."""
         b = self._b
+        setting = (await b.metadata.read_target(target)).passage_setting
         total = len(records) + len(already_failed)
         indexed: list[str] = []
         failed: list[FailedDocument] = list(already_failed)
@@ -123,7 +155,7 @@ class Ingester:
             if progress is not None:
                 progress(IndexProgress(total=total, embedded=embedded, indexed=len(indexed), failed=len(failed)))
 
-        queue: asyncio.Queue[list[tuple[Record, Vector]] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
+        queue: asyncio.Queue[list[Embedded] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
 
         async def produce() -> None:
             nonlocal embedded
@@ -131,7 +163,7 @@ class Ingester:
                 size = b.settings.embed_batch_size
                 for start in range(0, len(records), size):
                     batch = records[start : start + size]
-                    ok, bad = await self._embed_batch_isolating(batch, embedder, stack)
+                    ok, bad = await self._embed_batch_isolating(batch, embedder, stack, setting)
                     failed.extend(bad)
                     embedded += len(batch)
                     report_progress()
@@ -149,13 +181,7 @@ class Ingester:
         async def consume() -> None:
             while (item := await queue.get()) is not None:
                 actions = [
-                    {
-                        "_op_type": "index",
-                        "_index": target,
-                        "_id": rec.id,
-                        "_source": {**rec.source, "embedding": vector},
-                    }
-                    for rec, vector in item
+                    {"_op_type": "index", "_index": target, "_id": e.record.id, "_source": e.source()} for e in item
                 ]
                 try:
                     results = await b.es_call(
@@ -165,10 +191,10 @@ class Ingester:
                     )
                 except SearchError as exc:
                     # The whole batch failed after retries (or fast, breaker open): report it, go on.
-                    for rec, _ in item:
+                    for e in item:
                         failed.append(
                             FailedDocument(
-                                id=rec.id,
+                                id=e.record.id,
                                 reason=exc.reason if exc.reason != "error" else "transport_error",
                                 detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: "
                                 "ids are explicit)",
@@ -238,25 +264,79 @@ class Ingester:
         return out
 
     async def _embed_batch_isolating(
-        self, batch: Sequence[Record], embedder: Embedder | None, stack: Resilience | None
-    ) -> tuple[list[tuple[Record, Vector]], list[FailedDocument]]:
-        """Embed a batch; if the answer is invalid, embed one by one so only the bad documents fail."""
+        self,
+        batch: Sequence[Record],
+        embedder: Embedder | None,
+        stack: Resilience | None,
+        setting: PassageSetting | None,
+    ) -> tuple[list[Embedded], list[FailedDocument]]:
+        """Embed a batch (every record's head, and its passages when ``setting``); if the answer is invalid,
+        embed record by record so only the bad documents fail."""
         embed = functools.partial(self._b.embed_documents, embedder=embedder, stack=stack)
         try:
-            vectors = await embed([r.text for r in batch])
-            return list(zip(batch, vectors, strict=True)), []
+            plans = await self._plans(batch, embedder, setting)
+        except ProviderError as exc:  # the model could not be loaded to count its tokens
+            error = map_provider_error(exc, "embeddings")
+            return [], [_embedding_failure(r.id, error) for r in batch]
+        texts = [_texts(r, plan) for r, plan in zip(batch, plans, strict=True)]
+        try:
+            vectors = await embed([t for group in texts for t in group])
+            return _regroup(batch, plans, texts, vectors), []
         except SearchError as exc:
             cause = exc.__cause__
             if not isinstance(cause, InvalidEmbedding) or len(batch) == 1:
                 return [], [_embedding_failure(r.id, exc) for r in batch]
-        ok: list[tuple[Record, Vector]] = []
+        ok: list[Embedded] = []
         bad: list[FailedDocument] = []
-        for rec in batch:
+        for rec, plan, group in zip(batch, plans, texts, strict=True):
             try:
-                ok.append((rec, (await embed([rec.text]))[0]))
+                ok += _regroup([rec], [plan], [group], await embed(group))
             except SearchError as exc:
                 bad.append(_embedding_failure(rec.id, exc))
         return ok, bad
+
+    async def _plans(
+        self, batch: Sequence[Record], embedder: Embedder | None, setting: PassageSetting | None
+    ) -> list[PassagePlan | None]:
+        """Where each record is cut (None: a target without passages), by the model's own tokens."""
+        emb = embedder or self._b.embedder
+        window = emb.window_tokens if isinstance(emb, Windowed) else None
+        if setting is None or window is None or not isinstance(emb, Windowed):
+            return [None] * len(batch)
+        spans = await emb.token_spans([r.text for r in batch] + [r.title for r in batch])
+        overhead = emb.overhead_tokens
+        return [
+            plan_passages(
+                r.text,
+                spans[n],
+                title_tokens=len(spans[len(batch) + n]),
+                window=window,
+                overhead=overhead,
+                setting=setting,
+            )
+            for n, r in enumerate(batch)
+        ]
+
+
+def _texts(record: Record, plan: PassagePlan | None) -> list[str]:
+    """What the embedder reads of a record: its head, then each passage with the title in front."""
+    if plan is None:
+        return [record.head]
+    return [record.head, *(embedding_text(record.title, record.text[s:e]) for s, e in plan.passages)]
+
+
+def _regroup(
+    batch: Sequence[Record], plans: Sequence[PassagePlan | None], texts: Sequence[list[str]], vectors: Sequence[Vector]
+) -> list[Embedded]:
+    """The flat list of vectors given back to each record (in the order :func:`_texts` gave them)."""
+    out: list[Embedded] = []
+    at = 0
+    for rec, plan, group in zip(batch, plans, texts, strict=True):
+        mine = list(vectors[at : at + len(group)])
+        at += len(group)
+        spans = () if plan is None else ((0, plan.head_end), *plan.passages)
+        out.append(Embedded(rec, mine, spans))
+    return out
 
 
 def _coerce_documents(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import InvalidQuery
+from .passages import PassageSetting
 
 __all__ = [
     "BUILDING",
@@ -16,12 +17,15 @@ __all__ = [
     "index_body",
     "index_meta",
     "next_index_name",
+    "stored_passages",
     "valid_target",
     "versioned_index_name",
 ]
 
 INDEX_VERSION_WIDTH = 6
+#: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each).
 MAPPING_VERSION = 1
+PASSAGES_MAPPING_VERSION = 2
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
@@ -67,17 +71,55 @@ def index_body(
     analyzer: str,
     shards: int = 1,
     replicas: int | None = None,
+    passages: PassageSetting | None = None,
 ) -> dict[str, Any]:
     """Settings and mappings for one concrete index.
 
     - ``dynamic: strict``: a field we did not design is an error, not a silent new mapping;
       ``metadata.*`` is the one open place, and only as keywords.
-    - ``embedding``: ``dot_product`` for unit vectors (same ranking as cosine, cheaper), else ``cosine``;
-      HNSW with int8 quantisation (the default from 8.14, written out so 9.x's ``bbq_hnsw`` default does not
-      change behaviour between server versions).
-    - ``_meta`` records the model and dims so a mismatch is caught at start-up.
+    - ``embedding`` (the head: what the model reads of title + text): ``dot_product`` for unit vectors (same
+      ranking as cosine, cheaper), else ``cosine``; HNSW with int8 quantisation (the default from 8.14,
+      written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions).
+    - with ``passages``: a nested ``passages`` field (``start``, ``end``: offsets in the text; ``vector``) holds
+      every vector of the document, the head first; the kNN leg searches it (a document scores by its best
+      vector) and the head's own ``embedding`` is kept (in ``_source``) but not indexed a second time.
+      Passage vectors are left out of ``_source`` (the offsets stay): the text is re-embedded, never copied.
+    - ``_meta`` records the model, dims and passage setting so a mismatch is caught at start-up.
     """
     text_field = {"type": "text", "analyzer": analyzer}
+    similarity = "dot_product" if normalized else "cosine"
+    vector = {
+        "type": "dense_vector",
+        "dims": dimensions,
+        "index": True,
+        "similarity": similarity,
+        "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
+    }
+    embedding_meta: dict[str, Any] = {"model_id": model_id, "dimensions": dimensions, "normalized": normalized}
+    properties: dict[str, Any] = {
+        "title": text_field,
+        "text": text_field,
+        "ticker": {"type": "keyword"},
+        "doc_type": {"type": "keyword"},
+        "source": {"type": "keyword"},
+        "tenant_id": {"type": "keyword"},
+        "published_at": {"type": "date"},
+        "metadata": {"type": "object", "dynamic": True},
+        "embedding": vector,
+    }
+    mappings: dict[str, Any] = {"dynamic": "strict"}
+    if passages is not None:
+        embedding_meta["passages"] = passages.to_meta()
+        properties["embedding"] = {"type": "dense_vector", "dims": dimensions, "index": False}
+        properties["passages"] = {
+            "type": "nested",
+            "properties": {
+                "start": {"type": "integer", "index": False},
+                "end": {"type": "integer", "index": False},
+                "vector": vector,
+            },
+        }
+        mappings["_source"] = {"excludes": ["passages.vector"]}
     return {
         "settings": {
             "index": {
@@ -89,10 +131,10 @@ def index_body(
             }
         },
         "mappings": {
-            "dynamic": "strict",
+            **mappings,
             "_meta": {
-                "mapping_version": MAPPING_VERSION,
-                "embedding": {"model_id": model_id, "dimensions": dimensions, "normalized": normalized},
+                "mapping_version": MAPPING_VERSION if passages is None else PASSAGES_MAPPING_VERSION,
+                "embedding": embedding_meta,
             },
             "dynamic_templates": [
                 {
@@ -102,25 +144,20 @@ def index_body(
                     }
                 }
             ],
-            "properties": {
-                "title": text_field,
-                "text": text_field,
-                "ticker": {"type": "keyword"},
-                "doc_type": {"type": "keyword"},
-                "source": {"type": "keyword"},
-                "tenant_id": {"type": "keyword"},
-                "published_at": {"type": "date"},
-                "metadata": {"type": "object", "dynamic": True},
-                "embedding": {
-                    "type": "dense_vector",
-                    "dims": dimensions,
-                    "index": True,
-                    "similarity": "dot_product" if normalized else "cosine",
-                    "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
-                },
-            },
+            "properties": properties,
         },
     }
+
+
+def stored_passages(embedding_meta: Mapping[str, Any] | None) -> PassageSetting | None:
+    """The passage setting an index recorded (``_meta.embedding.passages``), None for an index without."""
+    raw = (embedding_meta or {}).get("passages")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return PassageSetting.from_meta(raw)
+    except ValueError:
+        return None
 
 
 def building_versions(versions: dict[str, Any]) -> list[str]:

@@ -3,9 +3,11 @@
 - **The vectors of each concrete index**: its ``_meta.embedding`` (the model, the passage setting). A
   concrete index's vectors never change, so it is read once per index and kept for the client's life; the
   kNN leg checks the index it searched against the client's embedder with one lookup.
-- **The fusion stored with each search target** (``_meta.fusion``, written by ``tune(apply=True)``; see
-  ``storage._fusion_setting``): read when a client is entered (or first searches a target), then refreshed
-  in the background once a minute, so a new tuning reaches running clients and a search never waits for it.
+- **What a search of each target needs** (:class:`TargetInfo`): the fusion stored with it (``_meta.fusion``,
+  written by ``tune(apply=True)``; see ``storage._fusion_setting``) and its layout (passages or one vector
+  per document: what its kNN leg searches). Read when a client is entered (or first searches a target), then
+  refreshed in the background once a minute, so a new tuning or a reembed's new version reaches running
+  clients and a search never waits for it.
 
 Every lookup is one attempt of at most :data:`METADATA_TIMEOUT_S`, **outside** the resilience stack: a
 search never depends on it (a failed lookup keeps the last value and is tried again after
@@ -18,6 +20,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -25,10 +28,11 @@ from elasticsearch import AsyncElasticsearch
 from ._errors import AccessDenied
 from ._errors_map import map_es_error
 from ._fusion_setting import FusionSetting, stored_setting
-from ._mapping import index_meta
+from ._mapping import index_meta, stored_passages
 from ._tracing import without_request_spans
+from .passages import PassageSetting
 
-__all__ = ["FUSION_RECHECK_S", "LOOKUP_RETRY_S", "METADATA_TIMEOUT_S", "IndexMetadata"]
+__all__ = ["FUSION_RECHECK_S", "LOOKUP_RETRY_S", "METADATA_TIMEOUT_S", "IndexMetadata", "TargetInfo", "target_info"]
 
 #: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
 #: the index's mapping once, in the background): a new ``tune --apply`` reaches running clients within this.
@@ -40,18 +44,48 @@ LOOKUP_RETRY_S = 5.0
 METADATA_TIMEOUT_S = 2.0
 
 
-class IndexMetadata:
-    """The per-client cache of indices' ``_meta`` (see the module docstring). No per-request state."""
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """What a search of a target (an alias, or explicit indices) needs from its indices' ``_meta``."""
 
-    def __init__(self, es: AsyncElasticsearch, check_open: Callable[[], None]) -> None:
+    #: The fusion setting stored with it (tuned), or None.
+    fusion: FusionSetting | None = None
+    #: Every index of the target has passages: its kNN leg searches them (else the head ``embedding``).
+    passages: bool = False
+    #: The passage setting its newest index was built with (what writes to it use), or None.
+    passage_setting: PassageSetting | None = None
+
+
+def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
+    """A get-mapping (or get-index) answer's :class:`TargetInfo`."""
+    if not mappings:
+        return TargetInfo()
+    newest = sorted(mappings)[-1]
+    layouts = [_has_passages(info) for info in mappings.values()]
+    setting = stored_passages(index_meta(mappings, newest).get("embedding"))
+    return TargetInfo(stored_setting(mappings), all(layouts), setting)
+
+
+def _has_passages(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    return isinstance(props, Mapping) and props.get("passages", {}).get("type") == "nested"
+
+
+class IndexMetadata:
+    """The per-client cache of indices' ``_meta`` (see the module docstring). No per-request state.
+    ``assume_passages``: the layout a target is searched with while its mapping cannot be read (the layout
+    this client creates)."""
+
+    def __init__(self, es: AsyncElasticsearch, check_open: Callable[[], None], *, assume_passages: bool) -> None:
         self._es = es
         self._check_open = check_open
+        self._unknown = TargetInfo(passages=assume_passages)
         #: Concrete index -> its ``_meta.embedding`` (None: not recorded, or not readable with these
         #: credentials, or a lookup that failed and will be tried again).
         self.embeddings: dict[str, dict[str, Any] | None] = {}
-        #: Search target -> (when to look again, the fusion setting stored with it or None).
-        self.fusions: dict[str, tuple[float, FusionSetting | None]] = {}
-        self._refreshing: dict[str, asyncio.Task[FusionSetting | None]] = {}
+        #: Search target -> (when to look again, what a search of it needs).
+        self.targets: dict[str, tuple[float, TargetInfo]] = {}
+        self._refreshing: dict[str, asyncio.Task[TargetInfo]] = {}
 
     def close(self) -> None:
         """Stop any background lookup."""
@@ -96,53 +130,53 @@ class IndexMetadata:
     def forget_embedding(self, index: str) -> None:
         self.embeddings.pop(index, None)
 
-    # -- the fusion stored with a target -----------------------------------------------------------------
+    # -- what a search of a target needs ------------------------------------------------------------------
 
-    async def read_fusion(self, target: str) -> FusionSetting | None:
-        """Read the fusion setting stored with ``target`` now, and keep it for :data:`FUSION_RECHECK_S` (a
-        failed lookup keeps the last value for :data:`LOOKUP_RETRY_S`). None when there is none."""
-        cached = self.fusions.get(target)
+    async def read_target(self, target: str) -> TargetInfo:
+        """Read what a search of ``target`` needs now, and keep it for :data:`FUSION_RECHECK_S` (a failed
+        lookup keeps the last value for :data:`LOOKUP_RETRY_S`)."""
+        cached = self.targets.get(target)
         found, lasting = await self._mappings(target)
         if found is None and not lasting:
-            stale = cached[1] if cached is not None else None
-            self.fusions[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
+            stale = cached[1] if cached is not None else self._unknown
+            self.targets[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
             return stale
-        setting = stored_setting(found or {})
-        self.fusions[target] = (time.monotonic() + FUSION_RECHECK_S, setting)
-        return setting
+        info = target_info(found) if found else self._unknown
+        self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, info)
+        return info
 
-    async def fusion(self, target: str) -> FusionSetting | None:
-        """The fusion stored with ``target``, as a search uses it: a dict lookup. Read (and waited for) once,
-        when a client first searches a target it has not read it for (entering the client and
-        ``ensure_index()`` read the alias's); then refreshed in the background once a minute."""
-        cached = self.fusions.get(target)
+    async def target(self, target: str) -> TargetInfo:
+        """What a search of ``target`` needs, as a search asks: a dict lookup. Read (and waited for) once, when
+        a client first searches a target it has not read (entering the client and ``ensure_index()`` read the
+        alias's); then refreshed in the background once a minute."""
+        cached = self.targets.get(target)
         if cached is None:
-            return await self.read_fusion(target)
+            return await self.read_target(target)
         if cached[0] <= time.monotonic():
-            self._refresh_fusion(target)
+            self._refresh(target)
         return cached[1]
 
-    def remember_fusion(self, target: str, mappings: Mapping[str, Any]) -> None:
-        """Keep the fusion stored in ``mappings`` (a get-index or get-mapping answer the caller has anyway)."""
-        self.fusions[target] = (time.monotonic() + FUSION_RECHECK_S, stored_setting(mappings))
+    def remember(self, target: str, mappings: Mapping[str, Any]) -> None:
+        """Keep what ``mappings`` says (a get-index or get-mapping answer the caller has anyway)."""
+        self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, target_info(mappings))
 
-    def forget_fusion(self, target: str) -> None:
-        self.fusions.pop(target, None)
+    def forget(self, target: str) -> None:
+        self.targets.pop(target, None)
 
-    def _refresh_fusion(self, target: str) -> None:
-        """Look the stored fusion up again in the background (a search never waits for it); one at a time per
-        target, cancelled when the client closes."""
+    def _refresh(self, target: str) -> None:
+        """Look the target up again in the background (a search never waits for it); one at a time per target,
+        cancelled when the client closes."""
         if target in self._refreshing:
             return
         try:
             self._check_open()
         except Exception:
             return
-        task = asyncio.get_running_loop().create_task(self.read_fusion(target), name="storage-fusion-refresh")
+        task = asyncio.get_running_loop().create_task(self.read_target(target), name="storage-metadata-refresh")
         self._refreshing[target] = task
         task.add_done_callback(lambda done: self._lookup_done(target, done))
 
-    def _lookup_done(self, target: str, task: asyncio.Task[FusionSetting | None]) -> None:
+    def _lookup_done(self, target: str, task: asyncio.Task[TargetInfo]) -> None:
         self._refreshing.pop(target, None)
         if not task.cancelled():
             task.exception()  # retrieved: a client closing under a lookup is nothing to report

@@ -140,16 +140,20 @@ def knn_request(
     k: int,
     num_candidates: int,
     similarity: float | None = None,
+    passages: int = 0,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
-    scores only, like :func:`bm25_request`."""
+    scores only, like :func:`bm25_request`. ``passages``: the index holds passages; a document scores by its
+    best vector (the head among them) and brings its best ``passages`` along (offsets and scores)."""
     knn: dict[str, Any] = {
-        "field": "embedding",
+        "field": PASSAGE_VECTOR if passages else "embedding",
         "query_vector": list(vector),
         "k": k,
         "num_candidates": max(num_candidates, k),
     }
+    if passages:
+        knn["inner_hits"] = _inner_hits(passages)
     if scope.clauses:
         knn["filter"] = list(scope.clauses)
     if similarity is not None:
@@ -164,15 +168,35 @@ def knn_query_request(
     depth: int,
     size: int,
     similarity: float | None = None,
+    passages: int = 0,
 ) -> dict[str, Any]:
     """The ``knn`` *query* (not the top-level section): the ``depth`` nearest documents per shard as an
     ordinary scored query, so a point-in-time walk can page through them with ``search_after``."""
-    knn: dict[str, Any] = {"field": "embedding", "query_vector": list(vector), "num_candidates": depth}
+    knn: dict[str, Any] = {
+        "field": PASSAGE_VECTOR if passages else "embedding",
+        "query_vector": list(vector),
+        "num_candidates": depth,
+    }
     if scope.clauses:
         knn["filter"] = list(scope.clauses)
     if similarity is not None:
         knn["similarity"] = similarity
-    return _ids_only({"query": {"knn": knn}, "size": size}, scope.doc_values)
+    query: dict[str, Any] = {"knn": knn}
+    if passages:  # a nested field's kNN query is asked through the nested query (a document: its best vector)
+        query = {
+            "nested": {"path": "passages", "score_mode": "max", "query": query, "inner_hits": _inner_hits(passages)}
+        }
+    return _ids_only({"query": query, "size": size}, scope.doc_values)
+
+
+#: The vectors of an index read in passages (the head first), and their offsets.
+PASSAGE_VECTOR = "passages.vector"
+PASSAGE_OFFSETS = ("passages.start", "passages.end")
+
+
+def _inner_hits(size: int) -> dict[str, Any]:
+    """A document's best ``size`` passages that the kNN search reached: their offsets (doc values) and scores."""
+    return {"size": size, "_source": False, "docvalue_fields": list(PASSAGE_OFFSETS)}
 
 
 def count_request(scope: Scope) -> dict[str, Any]:

@@ -34,8 +34,9 @@ from ._backend import Backend
 from ._errors import IndexNotFound
 from ._indices import IndexManager, write_index_of
 from ._ingest import Ingester, Record
-from ._mapping import BUILDING
-from ._models import FailedDocument, IndexProgress, ReembedReport, embedding_text
+from ._mapping import BUILDING, stored_passages
+from ._models import FailedDocument, IndexProgress, ReembedReport
+from .passages import PassageSetting
 
 __all__ = ["Reembedder"]
 
@@ -46,8 +47,9 @@ _IDS_PAGE = 5000
 
 
 def _record(doc_id: str, source: dict[str, Any]) -> Record:
-    """A stored document on its way into the target: what the embedder reads is what it read at ingest."""
-    return Record(doc_id, source, embedding_text(str(source.get("title") or ""), str(source.get("text") or "")))
+    """A stored document on its way into the target (its vectors and passages are made anew for it)."""
+    kept = {k: v for k, v in source.items() if k not in ("embedding", "passages")}
+    return Record(doc_id, kept, str(source.get("title") or ""), str(source.get("text") or ""))
 
 
 class Reembedder:
@@ -78,12 +80,13 @@ class Reembedder:
         mappings = current[source].get("mappings", {})
         previous = mappings.get("_meta", {}).get("embedding", {}).get("model_id")
         report = {"alias": alias, "source": source, "previous_model": previous, "model": emb.model_id}
-        if previous == emb.model_id and len(current) == 1:
+        built = stored_passages(mappings.get("_meta", {}).get("embedding"))
+        if previous == emb.model_id and built == b.passage_setting(emb) and len(current) == 1:
             return ReembedReport(
                 **report,
                 target=None,
                 documents=await self._count(source),
-                reason=f"{source} holds {previous!r} already",
+                reason=f"{source} holds {previous!r} already" + (", in passages" if built else ""),
             )
         target, resumed_from = await self._target(source, emb, mappings, restart=restart)
         b.events.emit(
@@ -184,10 +187,11 @@ class Reembedder:
     ) -> tuple[str, str | None]:
         """The version to write: an interrupted run's for the same source and model (resumed), unless
         ``restart`` (then it is deleted), else a new one (marked as building)."""
+        passages = self._b.passage_setting(emb)
         partial = [
             name
             for name, info in (await self._indices.versions()).items()
-            if _building(info, source, emb.model_id) and self._indices.alias not in info.get("aliases", {})
+            if _building(info, source, emb.model_id, passages) and self._indices.alias not in info.get("aliases", {})
         ]
         if partial and not restart:
             resumed = sorted(partial)[-1]
@@ -236,11 +240,13 @@ class Reembedder:
         return await self._indices.count_all(index)
 
 
-def _building(info: dict[str, Any], source: str, model_id: str) -> bool:
+def _building(info: dict[str, Any], source: str, model_id: str, passages: PassageSetting | None) -> bool:
+    """A version an interrupted run was building from ``source``, for the same model and passages."""
     meta = info.get("mappings", {}).get("_meta", {})
     state = meta.get("reembed", {})
     return bool(
         state.get("state") == BUILDING
         and state.get("source") == source
         and meta.get("embedding", {}).get("model_id") == model_id
+        and stored_passages(meta.get("embedding")) == passages
     )

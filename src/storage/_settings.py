@@ -9,6 +9,7 @@ from ._fusion import DEFAULT_RRF_K, FusionMethod
 from ._fusion_setting import DEFAULT_WINDOW, FusionSetting
 from ._requests import RoundTrip
 from ._resilience import ResiliencePolicy
+from .passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, PassageSetting
 
 __all__ = ["RoundTrip", "SearchSettings"]
 
@@ -114,6 +115,16 @@ class SearchSettings(BaseSettings):
     bulk_max_bytes: int = Field(default=1_000_000, ge=10_000)
     #: Documents embedded per batch handed to the embedder (which may split further).
     embed_batch_size: int = Field(default=64, ge=1)
+    #: Long documents get passages (``storage.passages``): every part of a document longer than the model's
+    #: window gets a vector, and the kNN leg scores a document by its best one (the head included). Applies
+    #: to new indices (recorded in ``_meta``); an index built without passages is searched as it was, and
+    #: ``reembed()`` moves it. Set explicitly, a value that differs from the index's is a ModelMismatch.
+    passages: bool = True
+    #: The model's tokens of text per passage (the title comes on top) and the tokens two passages share.
+    passage_tokens: int = Field(default=DEFAULT_TOKENS, ge=16, le=8192)
+    passage_overlap: int = Field(default=DEFAULT_OVERLAP, ge=0, le=4096)
+    #: The best passages each hit carries (and the RAG context reads), per leg that found them.
+    passages_shown: int = Field(default=3, ge=1, le=20)
 
     # Resilience (one stack per dependency; see storage._resilience for the reasons of the defaults).
     retry_attempts: int = Field(default=3, ge=1, le=10)
@@ -122,6 +133,15 @@ class SearchSettings(BaseSettings):
     max_concurrency: int = Field(default=32, ge=1)
     operation_deadline_s: float = Field(default=15.0, gt=0)
     embeddings_timeout_s: float = Field(default=10.0, gt=0)
+
+    def passage_setting(self) -> PassageSetting | None:
+        """How new indices cut long documents (None: no passages)."""
+        return PassageSetting(self.passage_tokens, self.passage_overlap) if self.passages else None
+
+    def passages_explicit(self) -> bool:
+        """Whether a passage setting was given (``ES_PASSAGES``...): then an index built otherwise is a
+        mismatch; else the client follows what the index recorded."""
+        return bool({"passages", "passage_tokens", "passage_overlap"} & self.model_fields_set)
 
     def fusion_setting(self) -> FusionSetting:
         """The fusion these settings name (their defaults where nothing was set)."""

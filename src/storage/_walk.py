@@ -13,14 +13,14 @@ from typing import Any
 
 from ._backend import Backend
 from ._engine import Engine, Plan, pit_missing
-from ._engine.enrich import hit_fields
+from ._engine.enrich import hit_fields, knn_passages
 from ._errors import CursorExpired, DependencyError, InvalidQuery, PartialResults, SearchError
 from ._fusion import Provenance, tail_provenance
 from ._logging import query_hash
-from ._models import SearchPage, ShardReport
 from ._paging import decode_cursor, encode_cursor, fingerprint
 from ._queries import bm25_request, on_pit, server_side
 from ._requests import PageRequest, SearchRequest
+from ._results import SearchPage, ShardReport
 from ._tenancy import tenants_of
 from ._tracing import span
 
@@ -205,8 +205,11 @@ class Walker:
             _require_complete("fetch", found.shards)
             docs = found.hits
         returned = int(state["n"])
+        knn = knn_passages(outcomes["knn"].hits) if plan.passages and "knn" in outcomes else None
         hits_out = [
-            hit_fields(hit, docs.get(hit[0], {}), highlight=plan.highlight, position=position)
+            hit_fields(
+                hit, docs.get(hit[0], {}), highlight=plan.highlight, position=position, knn=knn, shown=plan.passages
+            )
             for position, hit in enumerate(chosen, start=returned + 1)
         ]
         finished = offset >= len(fused.hits) and (not tail_possible or tail_done)

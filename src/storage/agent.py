@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from ._answers import Answer
 from ._context import AssembledContext, assemble_context, display_value, extract_citations
 from ._errors import (
     CircuitOpen,
@@ -34,7 +35,8 @@ from ._errors import (
     SearchError,
     SearchFailed,
 )
-from ._models import Answer, SearchHit, SearchMode, SearchResponse
+from ._models import SearchMode
+from ._results import SearchHit, SearchResponse
 
 if TYPE_CHECKING:
     from ._client import SearchClient
@@ -76,6 +78,9 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _snippet(hit: SearchHit, limit: int) -> str:
+    """The hit's best passage (a long document: the part that matched), else its highlights, else its text."""
+    if hit.passages:
+        return _clip(hit.passages[0].text, limit)
     fragments = hit.highlights.get("text") or []
     raw = " … ".join(fragments) if fragments else hit.text
     return _clip(html.unescape(_EM.sub("", raw)), limit)

@@ -14,9 +14,11 @@ from storage import (
     DependencyUnavailable,
     IndexNotFound,
     InvalidQuery,
+    RerankReport,
     SearchFailed,
     SearchRequest,
     SearchSettings,
+    ShardReport,
 )
 from storage._engine.fuse import fuse_legs, hit_columns, raise_if_failed
 from storage._engine.plan import plan_search
@@ -25,7 +27,6 @@ from storage._engine.respond import build_response
 from storage._engine.state import LegOutcome, SearchState
 from storage._fusion import fused_list
 from storage._fusion_setting import configured_fusion
-from storage._models import RerankReport, ShardReport
 
 SETTINGS = SearchSettings(url="http://127.0.0.1:9200", index="docs")
 

@@ -9,8 +9,9 @@ from typing import Annotated, TextIO, cast
 import typer
 from rich.table import Table
 
-from .._models import Answer, AnswerDelta, SearchResponse
+from .._answers import Answer, AnswerDelta
 from .._requests import QuerySyntax
+from .._results import SearchResponse
 from ._app import app, err, open_client, out, parse_filters, run, search_mode
 
 # -- search --------------------------------------------------------------------------------------------

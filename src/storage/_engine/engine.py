@@ -22,11 +22,11 @@ from .._errors import PartialResults, SearchError
 from .._fusion import LegHit
 from .._fusion_setting import FusionSetting, InForce, configured_fusion
 from .._logging import query_hash
-from .._models import SearchResponse
 from .._requests import SearchRequest
+from .._results import SearchResponse
 from .._tenancy import tenants_of
 from .._tracing import AttrValue, decided_once, span
-from .enrich import Enricher, Fetched, page_hits
+from .enrich import Enricher, Fetched, knn_passages, page_hits
 from .fuse import Fused, fuse_legs, raise_if_failed
 from .plan import Plan, plan_search
 from .rerank import RerankStage
@@ -59,15 +59,18 @@ class Engine:
 
     async def fusion_in_force(self, target: str | None = None) -> InForce:
         """The fusion a search of ``target`` (default the alias) uses when the call passes none, read now."""
-        stored = await self._b.metadata.read_fusion(target or self._b.settings.index)
+        stored = (await self._b.metadata.read_target(target or self._b.settings.index)).fusion
         return self.below_call(stored)
 
     async def plan(self, request: SearchRequest) -> Plan:
         """Stage 1: the request validated against the settings and the fusion stored with its target."""
         b = self._b
-        stored = await b.metadata.fusion(request.index or b.settings.index)
+        target = await b.metadata.target(request.index or b.settings.index)
+        stored = target.fusion
         below = self._below.get(stored) or self.below_call(stored)
-        return plan_search(request, b.settings, has_reranker=b.reranker is not None, below=below)
+        return plan_search(
+            request, b.settings, has_reranker=b.reranker is not None, below=below, passages=target.passages
+        )
 
     async def retrieve(self, plan: Plan) -> tuple[dict[str, LegOutcome], list[str]]:
         """Stage 2: each leg's outcome (ids and scores; a failure is data), and the recovery that served."""
@@ -173,5 +176,7 @@ class Engine:
                 " (strict=True does not accept partial results)",
                 shards={"fetch": fetched.shards},
             )
-        hits = page_hits(page, fetched, highlight=plan.highlight)
+        knn = state.outcomes.get("knn") if plan.passages else None
+        passages = knn_passages(knn.hits) if knn is not None else None
+        hits = page_hits(page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages)
         return build_response(plan, state, fused, ranked, hits)

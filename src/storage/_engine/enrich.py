@@ -23,19 +23,18 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from .._backend import Backend
 from .._errors_map import timeout_error
 from .._fusion import Provenance
-from .._models import SearchHitFields, ShardReport
 from .._queries import fetch_request
+from .._results import HighlightSource, PassageFields, SearchHitFields, ShardReport
 from .._tracing import span
+from ..passages import best_passages
 from .plan import Plan
 
-__all__ = ["Enricher", "Fetched", "HighlightSource", "highlight_origin", "hit_fields", "page_hits"]
-
-HighlightSource = Literal["bm25", "followup", "snippet"]
+__all__ = ["Enricher", "Fetched", "KnnPassages", "highlight_origin", "hit_fields", "knn_passages", "page_hits"]
 
 
 def highlight_origin(highlight: Mapping[str, list[str]], *, bm25_hit: bool = False) -> HighlightSource:
@@ -94,6 +93,29 @@ class Enricher:
         )
 
 
+#: Characters of a best passage shown as a kNN-only hit's highlight (the BM25 highlighter's fragment size).
+_PASSAGE_HIGHLIGHT = 160
+
+#: id -> the best passages the kNN leg returned for it: (start, end, score), best first.
+KnnPassages = Mapping[str, Sequence[tuple[int, int, float]]]
+
+
+def knn_passages(hits: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, int, float]]]:
+    """The kNN leg's inner hits (a document read in passages: its best ones), by document id. Pure."""
+    out: dict[str, list[tuple[int, int, float]]] = {}
+    for h in hits:
+        inner = ((h.get("inner_hits") or {}).get("passages") or {}).get("hits", {}).get("hits") or ()
+        found = []
+        for p in inner:
+            fields = p.get("fields") or {}
+            start, end = (fields.get("passages.start") or [None])[0], (fields.get("passages.end") or [None])[0]
+            if isinstance(start, int) and isinstance(end, int):
+                found.append((start, end, float(p.get("_score") or 0.0)))
+        if found:
+            out[str(h["_id"])] = found
+    return out
+
+
 def hit_fields(
     hit: Provenance,
     doc: Mapping[str, Any],
@@ -101,11 +123,28 @@ def hit_fields(
     highlight: bool,
     rerank_score: float | None = None,
     position: int | None = None,
+    knn: KnnPassages | None = None,
+    shown: int = 0,
 ) -> SearchHitFields:
     """One shown hit's fields: its fusion provenance, its document and highlights as the fetch returned them
-    (``doc``), and its rerank score when it was reranked. Pure."""
+    (``doc``), its rerank score when it was reranked, and (``shown`` > 0: the index holds passages) its best
+    passages — the kNN leg's (``knn``) and those holding the BM25 leg's fragments; a hit only the kNN leg
+    found is highlighted with its best passage's start. Pure."""
     doc_id, fused_score, normalized, ranks, leg_scores = hit
     highlights: dict[str, list[str]] = doc.get("highlight") or {} if highlight else {}
+    source: dict[str, Any] = doc.get("_source") or {}
+    origin: HighlightSource | None = highlight_origin(highlights, bm25_hit="bm25" in ranks) if highlight else None
+    passages: list[PassageFields] = []
+    if shown and "passages" in source:
+        source = dict(source)
+        stored = [(int(p["start"]), int(p["end"])) for p in source.pop("passages") or () if isinstance(p, Mapping)]
+        text = str(source.get("text") or "")
+        found = best_passages(text, stored, (knn or {}).get(doc_id, ()), highlights.get("text") or (), shown)
+        passages = [{"start": a, "end": b, "text": text[a:b], "leg": leg, "score": sc} for a, b, sc, leg in found]
+        best_knn = next((p for p in passages if p["leg"] == "knn"), None)
+        if highlight and best_knn is not None and "bm25" not in ranks:
+            highlights = {**highlights, "text": [_clip(best_knn["text"], _PASSAGE_HIGHLIGHT)]}
+            origin = "passage"
     return {
         "id": doc_id,
         "score": fused_score if rerank_score is None else rerank_score,
@@ -114,21 +153,35 @@ def hit_fields(
         "rerank_score": rerank_score,
         "ranks": ranks,
         "leg_scores": leg_scores,
-        "source": doc.get("_source") or {},
+        "source": source,
         "highlights": highlights,
-        "highlight_source": highlight_origin(highlights, bm25_hit="bm25" in ranks) if highlight else None,
+        "highlight_source": origin,
         "position": position,
+        "passages": passages,
     }
 
 
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    return (cut[: cut.rfind(" ")] if " " in cut[limit // 2 :] else cut) + "…"
+
+
 def page_hits(
-    page: Sequence[tuple[Provenance, float | None]], fetched: Fetched, *, highlight: bool
+    page: Sequence[tuple[Provenance, float | None]],
+    fetched: Fetched,
+    *,
+    highlight: bool,
+    knn: KnnPassages | None = None,
+    shown: int = 0,
 ) -> list[SearchHitFields]:
     """The page's hits from the fused (and maybe reranked) provenance and what the fetch found; a hit the
     fetch did not return is dropped. Pure."""
     docs = fetched.hits
     return [
-        hit_fields(hit, doc, highlight=highlight, rerank_score=rerank_score)
+        hit_fields(hit, doc, highlight=highlight, rerank_score=rerank_score, knn=knn, shown=shown)
         for hit, rerank_score in page
         if (doc := docs.get(hit[0])) is not None
     ]

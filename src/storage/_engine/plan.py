@@ -72,6 +72,8 @@ class Plan:
     pit: tuple[str, str] | None = None
     #: The tenant every result must belong to (the scope's; checked again on the results).
     tenant_id: str | None = None
+    #: The target is read in passages: the kNN leg searches them and returns each hit's best this many.
+    passages: int = 0
 
     @property
     def rerank(self) -> bool:
@@ -92,9 +94,12 @@ class Plan:
         return dataclasses.replace(self, scope=self.scope.widened(filters, self.syntax_clauses))
 
 
-def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, below: InForce) -> Plan:
+def plan_search(
+    request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, below: InForce, passages: bool = False
+) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
-    the fusion below the call (``storage._fusion_setting.configured_fusion``)."""
+    the fusion below the call (``storage._fusion_setting.configured_fusion``); ``passages``: the target is
+    read in passages."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -167,6 +172,7 @@ def plan_search(request: SearchRequest, settings: SearchSettings, *, has_reranke
         recover=r.recover,
         rerank_candidates=rerank_candidates,
         fusion_sources=sources,
+        passages=settings.passages_shown if passages else 0,
     )
 
 

@@ -22,7 +22,7 @@ from .._errors import SearchError
 from .._errors_map import timeout_error
 from .._fusion import FusedList, Provenance
 from .._logging import query_hash
-from .._models import RerankReport
+from .._results import RerankReport
 from .plan import Plan
 
 __all__ = ["Ranked", "RerankStage", "order_by_scores", "rerank_text"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._errors import SearchError
 from .._logging import Events, get_correlation_id, query_hash
-from .._models import SearchHitFields, SearchResponse
+from .._results import SearchHitFields, SearchResponse
 from .._tracing import SpanLike
 from .fuse import Fused
 from .plan import Plan

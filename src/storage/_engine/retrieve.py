@@ -214,7 +214,14 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
     """The kNN leg's request: the top-level ``knn`` section; on a point-in-time the ``knn`` query (the
     ``window`` nearest documents as an ordinary scored query, so a walk can page on with ``search_after``)."""
     if plan.pit is not None:
-        return knn_query_request(vector, scope=plan.scope, depth=plan.candidates, size=plan.window)
+        return knn_query_request(
+            vector, scope=plan.scope, depth=plan.candidates, size=plan.window, passages=plan.passages
+        )
     return knn_request(
-        vector, scope=plan.scope, k=plan.window, num_candidates=plan.candidates, similarity=plan.similarity
+        vector,
+        scope=plan.scope,
+        k=plan.window,
+        num_candidates=plan.candidates,
+        similarity=plan.similarity,
+        passages=plan.passages,
     )

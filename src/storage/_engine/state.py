@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import SearchError
-from .._models import Leg, ShardReport
+from .._models import Leg
+from .._results import ShardReport
 from .enrich import Fetched
 from .plan import Plan
 

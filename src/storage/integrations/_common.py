@@ -7,16 +7,27 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._client import SearchClient
+from .._context import merged_spans
 from .._errors import ConfigurationError
-from .._models import SearchHit, SearchResponse, embedding_text
+from .._models import embedding_text
 from .._requests import SearchRequest
+from .._results import SearchHit, SearchResponse
 from .._settings import SearchSettings
 from ._bridge import ClientBridge
 
-__all__ = ["OPTION_NAMES", "Retrieved", "RetrieverCore", "check_options", "hit_metadata", "retrieved"]
+__all__ = [
+    "OPTION_NAMES",
+    "Content",
+    "Retrieved",
+    "RetrieverCore",
+    "check_options",
+    "hit_content",
+    "hit_metadata",
+    "retrieved",
+]
 
 #: What a retriever passes to :meth:`SearchClient.search` (every argument but the query).
 OPTION_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(SearchRequest)) - {"query"}
@@ -58,6 +69,7 @@ def hit_metadata(hit: SearchHit, response: SearchResponse) -> dict[str, Any]:
         "ranks": dict(hit.ranks),
         "leg_scores": dict(hit.leg_scores),
         "highlights": {field: list(fragments) for field, fragments in hit.highlights.items()},
+        "passages": [{"start": p.start, "end": p.end, "leg": p.leg, "score": p.score} for p in hit.passages],
         "degraded": response.degraded,
         "degraded_reason": response.degraded_reason,
         "legs_failed": list(response.legs_failed),
@@ -65,15 +77,28 @@ def hit_metadata(hit: SearchHit, response: SearchResponse) -> dict[str, Any]:
     }
 
 
-def retrieved(response: SearchResponse) -> list[Retrieved]:
+#: What a framework document holds: ``passages`` (the default: a long document's best passages, in text order,
+#: with the title; a document that is one passage: its whole text) or ``text`` (always the whole text).
+Content = Literal["passages", "text"]
+
+
+def hit_content(hit: SearchHit, content: Content = "passages") -> str:
+    """The text a framework document carries for ``hit``."""
+    if content == "passages" and hit.passages:
+        spans = merged_spans([(p.start, p.end) for p in hit.passages])
+        return embedding_text(hit.title, " … ".join(hit.text[a:b].strip() for a, b in spans))
+    return embedding_text(hit.title, hit.text)
+
+
+def retrieved(response: SearchResponse, content: Content = "passages") -> list[Retrieved]:
     return [
-        Retrieved(hit.id, embedding_text(hit.title, hit.text), hit.score, hit_metadata(hit, response))
-        for hit in response.hits
+        Retrieved(hit.id, hit_content(hit, content), hit.score, hit_metadata(hit, response)) for hit in response.hits
     ]
 
 
 class RetrieverCore:
-    """A retriever's client (given, or owned and made from the environment) and its search options."""
+    """A retriever's client (given, or owned and made from the environment), its search options and what its
+    documents hold (``content``)."""
 
     def __init__(
         self,
@@ -81,7 +106,11 @@ class RetrieverCore:
         *,
         settings: SearchSettings | None = None,
         options: Mapping[str, Any] | None = None,
+        content: Content = "passages",
     ) -> None:
+        if content not in ("passages", "text"):
+            raise ConfigurationError(f"content must be 'passages' or 'text', got {content!r}")
+        self.content: Content = content
         self.options = check_options(options or {})
         if client is not None:
             self.bridge = ClientBridge(client)
@@ -93,11 +122,11 @@ class RetrieverCore:
 
     def search(self, query: str, **overrides: Any) -> list[Retrieved]:
         request = self._request(query, overrides)
-        return retrieved(self.bridge.run(lambda client: client.search(request)))
+        return retrieved(self.bridge.run(lambda client: client.search(request)), self.content)
 
     async def asearch(self, query: str, **overrides: Any) -> list[Retrieved]:
         request = self._request(query, overrides)
-        return retrieved(await self.bridge.arun(lambda client: client.search(request)))
+        return retrieved(await self.bridge.arun(lambda client: client.search(request)), self.content)
 
     def close(self) -> None:
         self.bridge.close()

@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._client import SearchClient
 from .._errors import ConfigurationError
 from .._settings import SearchSettings
-from ._common import Retrieved, RetrieverCore, check_options
+from ._common import Content, Retrieved, RetrieverCore, check_options
 
 __all__ = ["HybridSearchRetriever"]
 
@@ -60,15 +60,22 @@ class HybridSearchRetriever:
     ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment on a loop of its own
     (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
-    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...).
+    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...). ``content``: a document holds a long
+    document's best passages (``passages``, the default) or its whole text (``text``).
     """
 
     def __init__(
-        self, *, client: SearchClient | None = None, settings: SearchSettings | None = None, **options: Any
+        self,
+        *,
+        client: SearchClient | None = None,
+        settings: SearchSettings | None = None,
+        content: Content = "passages",
+        **options: Any,
     ) -> None:
         self._options = check_options(options)
+        self._content = content
         self._from_settings = client is None and settings is None
-        self._core = RetrieverCore(client, settings=settings, options=options)
+        self._core = RetrieverCore(client, settings=settings, options=options, content=content)
 
     @classmethod
     def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:
@@ -96,7 +103,7 @@ class HybridSearchRetriever:
                 "a HybridSearchRetriever built from a SearchClient (or explicit settings) cannot be serialized: "
                 "build it with HybridSearchRetriever.from_settings(**options) and configure ES_* where it loads"
             )
-        return default_to_dict(self, **self._options)
+        return default_to_dict(self, content=self._content, **self._options)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HybridSearchRetriever:

@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from .._client import SearchClient
 from .._settings import SearchSettings
-from ._common import Retrieved, RetrieverCore
+from ._common import Content, Retrieved, RetrieverCore
 
 __all__ = ["HybridSearchRetriever"]
 
@@ -49,7 +49,9 @@ class HybridSearchRetriever(BaseRetriever):
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment (``ES_*``,
     ``EMBEDDINGS_*``, ...) on a loop of its own (``close()`` it when done). ``options`` are
     :meth:`SearchClient.search` arguments: ``mode``, ``limit``, ``filters``, ``tenant_id``, ``rerank``,
-    ``fusion``, ``strict`` (raise our typed errors instead of returning a degraded result), ...
+    ``fusion``, ``strict`` (raise our typed errors instead of returning a degraded result), ...;
+    ``content``: a document holds a long document's best passages (``passages``, the default) or its whole
+    text (``text``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -57,16 +59,22 @@ class HybridSearchRetriever(BaseRetriever):
     client: SearchClient | None = None
     settings: SearchSettings | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+    content: Content = "passages"
     _core: RetrieverCore = PrivateAttr()
 
     def __init__(
-        self, *, client: SearchClient | None = None, settings: SearchSettings | None = None, **options: Any
+        self,
+        *,
+        client: SearchClient | None = None,
+        settings: SearchSettings | None = None,
+        content: Content = "passages",
+        **options: Any,
     ) -> None:
         # LangChain's own fields (tags, metadata, verbose) go to it; everything else is a search option.
         fields: dict[str, Any] = {k: options.pop(k) for k in ("tags", "metadata", "verbose") if k in options}
-        fields.update(client=client, settings=settings, options=options)
+        fields.update(client=client, settings=settings, options=options, content=content)
         super().__init__(**fields)
-        self._core = RetrieverCore(client, settings=settings, options=options)
+        self._core = RetrieverCore(client, settings=settings, options=options, content=content)
 
     @classmethod
     def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:

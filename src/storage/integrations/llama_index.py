@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .._client import SearchClient
 from .._settings import SearchSettings
-from ._common import Retrieved, RetrieverCore
+from ._common import Content, Retrieved, RetrieverCore
 
 __all__ = ["HybridSearchRetriever"]
 
@@ -69,7 +69,8 @@ class HybridSearchRetriever(BaseRetriever):
     ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment on a loop of its own
     (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
-    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...).
+    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...). ``content``: a node holds a long
+    document's best passages (``passages``, the default) or its whole text (``text``).
     """
 
     def __init__(
@@ -78,9 +79,10 @@ class HybridSearchRetriever(BaseRetriever):
         client: SearchClient | None = None,
         settings: SearchSettings | None = None,
         callback_manager: Any = None,
+        content: Content = "passages",
         **options: Any,
     ) -> None:
-        self._core = RetrieverCore(client, settings=settings, options=options)
+        self._core = RetrieverCore(client, settings=settings, options=options, content=content)
         super().__init__(callback_manager=callback_manager)
 
     @classmethod

@@ -1,0 +1,153 @@
+"""Long documents read in passages, against the real Elasticsearch: every part of a document searchable by
+vector, the passage that matched shown and cited, nothing half-indexed, old indices kept and moved."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from elasticsearch import AsyncElasticsearch
+
+from embeddings import HashingEmbedder, Vector
+from storage import Document, PassagesMismatch, SearchClient, SearchSettings
+from storage.passages import PassageSetting
+
+pytestmark = pytest.mark.smoke
+
+#: The window the test embedder reads: 40 words (a model reads 512 word pieces; the same thing, smaller).
+WINDOW = 40
+FILLER = "The weather service expects rain over the northern hills with mild winds in the afternoon. "
+TAIL = "Zorblax Corporation raised its quarterly revenue on strong quantum widget sales."
+
+
+def _long(doc_id: str, tail: str = TAIL, **fields: object) -> Document:
+    """A report whose one relevant sentence comes after 30 sentences about something else."""
+    return Document(id=doc_id, title="Annual report", text=FILLER * 30 + tail, **fields)  # type: ignore[arg-type]
+
+
+DOCS = [
+    _long("long", ticker="ZRB"),
+    Document(id="short", title="Widget news", text="Widget makers expect steady sales.", ticker="WDG"),
+    *[Document(id=f"weather-{i}", title="Forecast", text=FILLER * (i + 1), ticker="WX") for i in range(6)],
+]
+
+
+def _embedder() -> HashingEmbedder:
+    return HashingEmbedder(dimensions=256, window_tokens=WINDOW)
+
+
+@pytest.fixture
+async def passages(settings: SearchSettings) -> AsyncIterator[SearchClient]:
+    s = settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6})
+    async with SearchClient.from_settings(s, embedder=_embedder()) as client:
+        await client.ensure_index()
+        report = await client.index_documents(DOCS, refresh=True)
+        assert report.ok, report.failed
+        yield client
+
+
+async def test_the_knn_leg_finds_a_long_document_by_the_passage_that_matches_and_shows_it(
+    passages: SearchClient, es: AsyncElasticsearch, settings: SearchSettings
+) -> None:
+    res = await passages.search("Zorblax quantum widget revenue", mode="knn", limit=3)
+    top = res.hits[0]
+    assert top.id == "long"
+    best = top.passages[0]
+    assert best.leg == "knn"
+    assert best.score is not None
+    assert "Zorblax" in best.text
+    assert top.text[best.start : best.end] == best.text  # positions in the stored text: stored once
+    assert top.highlight_source == "passage"
+    assert "Zorblax" in top.highlights["text"][0]
+    assert "passages" not in top.source  # the offsets come as passages, the vectors never
+    # The same collection without passages: the document's one vector is its head, which never gets there.
+    async with SearchClient.from_settings(
+        settings.model_copy(update={"index": settings.index + "-heads", "passages": False}), embedder=_embedder()
+    ) as heads:
+        await heads.ensure_index()
+        await heads.index_documents(DOCS, refresh=True)
+        blind = await heads.search("Zorblax quantum widget revenue", mode="knn", limit=3)
+        assert blind.ids[0] == "short"
+        assert "long" not in blind.ids[:1]
+        await heads.delete_index()
+    stored = (await es.get(index=passages.index, id="long")).body["_source"]
+    assert stored["passages"][0] == {"start": 0, "end": stored["passages"][0]["end"]}  # the head first, no vector
+    assert len(stored["passages"]) > 3
+    assert "vector" not in stored["passages"][1]
+
+
+async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(passages: SearchClient) -> None:
+    res = await passages.search("rain widget revenue Zorblax", limit=8)
+    assert len(res.ids) == len(set(res.ids))  # one hit per document, however many passages matched
+    filtered = await passages.search("rain widget revenue Zorblax", filters={"ticker": "ZRB"}, limit=5)
+    assert filtered.ids == ["long"]
+    assert filtered.hits[0].passages
+    keyword = await passages.search("Zorblax", mode="bm25", limit=1)
+    (found,) = keyword.hits[0].passages  # the BM25 leg's: the stored passage that holds its fragment
+    assert found.leg == "bm25"
+    assert "Zorblax" in found.text
+    walked: list[str] = []
+    async with contextlib.aclosing(passages.walk("Zorblax rain", page_size=3, depth=4)) as pages:
+        async for page in pages:
+            walked += page.ids
+            for hit in page.hits:
+                if hit.id == "long" and "knn" in hit.ranks:
+                    assert hit.passages
+    assert "long" in walked
+    assert len(walked) == len(set(walked))  # every document once
+    legs = await passages.retrieve("Zorblax quantum widget revenue", mode="knn")
+    assert legs["knn"][0].id == "long"
+
+
+class _Poisoned(HashingEmbedder):
+    """Fails (a NaN vector) for any text with POISON in it: a passage the embedder cannot embed."""
+
+    async def _embed_batch(self, texts: Sequence[str], kind: str) -> list[Vector]:  # type: ignore[override]
+        vectors = await super()._embed_batch(texts, kind)  # type: ignore[arg-type]
+        return [[math.nan] * len(v) if "POISON" in t else v for v, t in zip(vectors, texts, strict=True)]
+
+
+async def test_a_document_one_of_whose_passages_fails_is_reported_and_not_written(settings: SearchSettings) -> None:
+    poisoned = _long("poisoned", tail="POISON " + TAIL)
+    async with SearchClient.from_settings(
+        settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6}),
+        embedder=_Poisoned(dimensions=64, window_tokens=WINDOW),
+    ) as client:
+        await client.ensure_index()
+        report = await client.index_documents([poisoned, DOCS[1], DOCS[2]], refresh=True)
+        assert [(f.id, f.reason) for f in report.failed] == [("poisoned", "embedding_failed")]
+        assert sorted(report.indexed) == ["short", "weather-0"]
+        assert len(report.indexed) + len(report.failed) == 3
+        assert await client.get_document("poisoned") is None  # never written with some passages missing
+
+
+async def test_an_index_without_passages_keeps_working_and_reembed_moves_it(settings: SearchSettings) -> None:
+    async with SearchClient.from_settings(settings.model_copy(update={"passages": False}), embedder=_embedder()) as old:
+        await old.ensure_index()
+        await old.index_documents(DOCS, refresh=True)
+    async with SearchClient.from_settings(settings, embedder=_embedder()) as default:  # passages not set: follows
+        await default.ensure_index()
+        res = await default.search("Zorblax quantum widget revenue", mode="knn", limit=3)
+        assert res.ids[0] == "short"  # as it was: heads only
+        assert all(not h.passages for h in res.hits)
+    explicit = settings.model_copy(update={"passages": True, "passage_tokens": 24, "passage_overlap": 6})
+    async with SearchClient.from_settings(explicit, embedder=_embedder()) as mover:
+        with pytest.raises(PassagesMismatch, match="reembed"):
+            await mover.ensure_index()
+        report = await mover.reembed(delete_old=True)
+        assert report.promoted
+        assert report.embedded == len(DOCS)
+        await mover.ensure_index()  # now it fits
+        res = await mover.search("Zorblax quantum widget revenue", mode="knn", limit=3)
+        assert res.ids[0] == "long"
+        assert "Zorblax" in res.hits[0].passages[0].text
+
+
+def test_a_passage_setting_round_trips_through_the_settings() -> None:
+    s = SearchSettings(passage_tokens=100, passage_overlap=20)
+    assert s.passage_setting() == PassageSetting(100, 20)
+    assert s.passages_explicit()
+    assert SearchSettings(passages=False).passage_setting() is None
+    assert not SearchSettings().passages_explicit()

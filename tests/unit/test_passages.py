@@ -1,0 +1,83 @@
+"""The passage splitter (pure): offsets cover the text, no passage over its budget, deterministic."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.passages import PassageSetting, plan_passages, sentence_starts, split
+
+_PIECE = re.compile(r"\w{1,4}|[^\w\s]")
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """A word-piece-like tokenizer: words in pieces of at most four characters (glued), punctuation alone."""
+    return [m.span() for m in _PIECE.finditer(text)]
+
+
+_WORDS = st.sampled_from(["revenue", "guidance", "a", "cut", "of", "quarterly", "Apple", "x", "internationalisation"])
+_TEXTS = st.lists(
+    st.tuples(st.lists(_WORDS, min_size=1, max_size=25), st.sampled_from([". ", "! ", "? ", ", ", "\n", " "])),
+    min_size=0,
+    max_size=40,
+).map(lambda parts: "".join(" ".join(words) + end for words, end in parts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS, st.integers(4, 80), st.integers(0, 40))
+def test_passages_cover_every_token_stay_within_the_budget_and_are_deterministic(
+    text: str, budget: int, overlap: int
+) -> None:
+    spans = _spans(text)
+    passages = split(text, spans, budget=budget, overlap=overlap)
+    assert passages == split(text, spans, budget=budget, overlap=overlap)
+    if not spans:
+        assert passages == []
+        return
+    covered = set()
+    for start, end in passages:
+        inside = [i for i, (s, e) in enumerate(spans) if s >= start and e <= end]
+        assert 1 <= len(inside) <= budget
+        covered.update(inside)
+    assert covered == set(range(len(spans)))
+    assert passages[0][0] == spans[0][0]
+    assert passages[-1][1] == spans[-1][1]
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in itertools.pairwise(passages))
+
+
+def test_a_passage_ends_at_a_sentence_end_when_one_is_in_its_second_half() -> None:
+    sentence = "Revenue fell in the quarter as demand cooled. "
+    text = sentence * 12
+    passages = split(text, _spans(text), budget=40, overlap=8)
+    assert len(passages) > 2
+    for start, end in passages[:-1]:
+        assert text[start:end].endswith("cooled.")
+        assert text[start:].startswith("Revenue")
+
+
+def test_a_text_that_fits_the_window_has_no_passages_and_a_longer_one_is_read_to_its_end() -> None:
+    setting = PassageSetting(tokens=32, overlap=8)
+    short = "Apple cut guidance. " * 3
+    plan = plan_passages(short, _spans(short), title_tokens=3, window=64, overhead=2, setting=setting)
+    assert plan.head_end == len(short)
+    assert plan.passages == ()
+    long = "Apple cut its revenue guidance for the quarter. " * 40
+    plan = plan_passages(long, _spans(long), title_tokens=3, window=64, overhead=2, setting=setting)
+    assert 0 < plan.head_end < len(long)
+    assert plan.passages[-1][1] == len(long.rstrip())
+    assert all(len(_spans(long[s:e])) <= 32 for s, e in plan.passages)
+    tight = plan_passages(long, _spans(long), title_tokens=50, window=64, overhead=2, setting=setting)
+    assert all(len(_spans(long[s:e])) <= 64 - 2 - 50 - 1 for s, e in tight.passages)  # the title's room first
+
+
+def test_sentence_starts_and_the_setting_round_trip() -> None:
+    assert sentence_starts('One. "Two!" Three?\nFour') == [5, 12, 19]
+    assert PassageSetting.from_meta(PassageSetting(100, 20).to_meta()) == PassageSetting(100, 20)
+    with pytest.raises(ValueError, match="overlap"):
+        PassageSetting(tokens=100, overlap=80)
+    with pytest.raises(ValueError, match="not a passage setting"):
+        PassageSetting.from_meta({"tokens": 10})
