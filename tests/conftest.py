@@ -16,7 +16,7 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
-from storage import SearchClient, SearchSettings
+from storage import CompatibleTransport, SearchClient, SearchSettings
 
 from ._chat_server import chat_server
 from ._elasticsearch import ElasticsearchUnderTest, provide_elasticsearch
@@ -80,7 +80,13 @@ def _auth() -> dict[str, object]:
 @pytest.fixture(scope="session")
 async def es(es_url: str) -> AsyncIterator[AsyncElasticsearch]:
     """A raw client for the foundation tests and for checking what the library wrote."""
-    client = AsyncElasticsearch(es_url, request_timeout=30, **_auth())  # type: ignore[arg-type]
+    # CompatibleTransport: the raw client speaks to the server under test whatever client major is installed.
+    client = AsyncElasticsearch(
+        es_url,
+        request_timeout=30,
+        transport_class=CompatibleTransport,
+        **_auth(),  # type: ignore[arg-type]
+    )
     yield client
     await client.close()
 

@@ -73,6 +73,8 @@ class Backend:
             "reranker", reranker_policy or settings.reranker_policy(), events=self.events
         )
         self.llm_resilience = Resilience("llm", llm_policy or settings.llm_policy(), events=self.events)
+        #: The node URLs the client talks to, for the messages of errors about reaching them.
+        self.where = ", ".join(str(n.base_url) for n in es.transport.node_pool.all()) or None
         self.metadata = IndexMetadata(es, self.check_open, assume_passages=self.writes_passages)
 
     def passage_setting(self, embedder: Embedder | None = None) -> PassageSetting | None:
@@ -151,7 +153,7 @@ class Backend:
             except SearchError:
                 raise
             except Exception as exc:
-                raise map_es_error(exc) from exc
+                raise map_es_error(exc, where=self.where) from exc
 
         return await self.es_resilience.call(
             attempt, deadline_s=deadline_s, attempt_timeout_s=attempt_timeout_s, within=within

@@ -91,7 +91,8 @@ class ElasticsearchNotConfigured(ConfigurationError):
     def __init__(self) -> None:
         super().__init__(
             "No Elasticsearch configured: set ES_URL (e.g. ES_URL=http://127.0.0.1:9200), or start a local one "
-            "with `python -m storage.local_es start` (it prints the ES_URL to use), or `docker compose up -d`."
+            "with `python -m storage.local_es start` (no Docker; it prints the ES_URL to export), or with Docker: "
+            "`hybrid-search compose > docker-compose.yml && docker compose up -d`."
         )
 
 
@@ -160,9 +161,19 @@ class InvalidQuery(SearchError):
 
 
 class IndexNotFound(SearchError):
-    """The index or alias does not exist."""
+    """The index or alias does not exist (``.index`` names it when known)."""
 
     reason = "index_not_found"
+
+    def __init__(self, message: str, *, index: str | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+    @classmethod
+    def named(cls, index: str | None) -> IndexNotFound:
+        """The error for ``index``, saying how the library creates it."""
+        what = f"index {index!r}" if index else "the index"
+        return cls(f"{what} does not exist: create it with `await client.ensure_index()`", index=index)
 
 
 class CursorExpired(SearchError):

@@ -69,6 +69,13 @@ def error_type(body: Any) -> str | None:
     return None
 
 
+def _missing_index(body: Any) -> str | None:
+    """The index an ``index_not_found_exception`` names."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    index = error.get("index") if isinstance(error, Mapping) else None
+    return str(index) if index else None
+
+
 def _root_cause(body: Any) -> str:
     """The first root cause, which often says more than the top-level type (e.g. an expired PIT)."""
     try:
@@ -100,6 +107,18 @@ def _tls_cause(exc: BaseException) -> bool:
     return False
 
 
+def _chain_text(exc: BaseException) -> str:
+    """Every message along the exception's cause chain, lower case."""
+    parts, seen = [], exc
+    for _ in range(10):
+        parts.append(str(seen))
+        nxt = seen.__cause__ or seen.__context__
+        if nxt is None:
+            break
+        seen = nxt
+    return " ".join(parts).lower()
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
@@ -118,8 +137,18 @@ def incompatible_server(body: Any) -> IncompatibleServer | None:
     )
 
 
-def map_es_error(exc: BaseException) -> SearchError:
-    """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree."""
+#: What a refused connection's message says to do about it.
+START_ONE = (
+    "Is it running? Start a local one with `python -m storage.local_es start` (no Docker; it prints the ES_URL "
+    "to export), or set ES_URL to yours"
+)
+_PLAIN_HTTP = ("wrong version number", "wrong_version_number", "record layer failure", "packet length too long")
+
+
+def map_es_error(exc: BaseException, *, where: str | None = None) -> SearchError:
+    """Map an elasticsearch / elastic-transport exception (or anything unexpected) onto our tree. ``where``:
+    the node URLs the client talks to, for the messages of errors that are about reaching them."""
+    at = f" at {where}" if where else ""
     if isinstance(exc, SearchError):
         return exc
     if isinstance(exc, elasticsearch.UnsupportedProductError):  # an ApiError subclass: test it first
@@ -136,6 +165,11 @@ def map_es_error(exc: BaseException) -> SearchError:
     if isinstance(exc, elasticsearch.AuthorizationException):
         return AccessDenied(f"Elasticsearch refused the action (403{_root_cause(exc.body)})")
     if isinstance(exc, TlsError) or _tls_cause(exc):
+        if any(mark in _chain_text(exc) for mark in _PLAIN_HTTP):
+            return TLSFailed(
+                f"the server{at} answers plain HTTP, not TLS: use http:// in ES_URL (TLS settings such as "
+                "ES_CA_CERTS do not apply to it)"
+            )
         return TLSFailed(
             f"TLS with Elasticsearch failed: {_first_line(exc)}. Set ES_CA_CERTS to the cluster's CA certificate "
             "(or ES_SSL_ASSERT_FINGERPRINT), and use https:// for a TLS port"
@@ -145,7 +179,7 @@ def map_es_error(exc: BaseException) -> SearchError:
         if (mismatch := incompatible_server(exc.body)) is not None:
             return mismatch
         if status == 404 and error_type(exc.body) == "index_not_found_exception":
-            return IndexNotFound(f"index not found: {exc.message}; call ensure_index()")
+            return IndexNotFound.named(_missing_index(exc.body))
         if error_type(exc.body) == "search_phase_execution_exception" and status in (503, 504):
             return shards_unavailable(
                 f"Elasticsearch refused a search with missing shards ({status}): {exc.message}", status
@@ -169,8 +203,12 @@ def map_es_error(exc: BaseException) -> SearchError:
         cause = _root(exc)
         detail = f"{type(cause).__name__}: {_first_line(cause)}" if cause is not exc else _first_line(exc)
         hint = " (an https:// port reached with http:// looks like this)" if "disconnected" in detail.lower() else ""
+        refused = "refused" in detail.lower() or "cannot connect" in detail.lower()
+        advice = f". {START_ONE}" if refused else ""
         return DependencyUnavailable(
-            f"cannot reach Elasticsearch: {detail}{hint}", dependency="elasticsearch", reason="connection_error"
+            f"cannot reach Elasticsearch{at}: {detail}{hint}{advice}",
+            dependency="elasticsearch",
+            reason="connection_error",
         )
     if isinstance(exc, TimeoutError):
         return DependencyUnavailable("Elasticsearch call timed out", dependency="elasticsearch", reason="timeout")
@@ -224,7 +262,7 @@ def msearch_item_error(item: Mapping[str, Any]) -> SearchError:
     error = item.get("error")
     kind = error_type({"error": error}) if isinstance(error, Mapping) else None
     if status == 404 and kind == "index_not_found_exception":
-        return IndexNotFound(f"index not found: {error_reason(item)}; call ensure_index()")
+        return IndexNotFound.named(_missing_index(item))
     message = f"Elasticsearch answered {status} for this leg: {kind or 'error'}: {error_reason(item)}"
     if kind == "search_phase_execution_exception" and status in (503, 504):
         return shards_unavailable(message, status)

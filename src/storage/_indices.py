@@ -20,7 +20,14 @@ from ._errors import (
 from ._errors_map import error_reason, error_type, incompatible_server
 from ._filters import FilterInput
 from ._fusion_setting import configured_fusion
-from ._mapping import building_versions, index_body, next_index_name, stored_passages, versioned_index_name
+from ._mapping import (
+    CONTENT_HASH,
+    building_versions,
+    index_body,
+    next_index_name,
+    stored_passages,
+    versioned_index_name,
+)
 from ._queries import count_request, ids_request
 from ._tenancy import Scope, every_tenant, read_scope, require, visible
 
@@ -64,6 +71,12 @@ class IndexManager:
             if existing is None:  # pragma: no cover - deleted between our calls
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
+        props = existing[write_index].setdefault("mappings", {}).setdefault("properties", {})
+        if "content_hash" not in props:  # an index made before documents carried their content hash
+            await b.es_call(
+                lambda: b.es.indices.put_mapping(index=write_index, properties={"content_hash": CONTENT_HASH})
+            )
+            props["content_hash"] = CONTENT_HASH
         self.checked_index = write_index
         b.metadata.remember(alias, existing)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
@@ -90,7 +103,7 @@ class IndexManager:
         uses it when neither the call nor its settings say otherwise. Returns the index written."""
         current = await self.aliased()
         if not current:
-            raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
+            raise IndexNotFound.named(self.alias)
         index = write_index_of(self.alias, current)
         await self.update_meta(index, {"fusion": dict(fusion)})
         self._b.metadata.forget(self.alias)
@@ -162,6 +175,21 @@ class IndexManager:
         scope = read_scope(None, tenant_id, what="existing", multi_tenant=self._b.settings.multi_tenant)
         return await self._existing(ids, scope, self.alias)
 
+    async def content_hashes(self, index: str, ids: Sequence[str]) -> dict[str, str]:
+        """id -> the content hash ``index`` holds for it, for those of ``ids`` it holds (across tenants: the
+        writer's own documents, to skip unchanged ones)."""
+        b = self._b
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), _IDS_PER_REQUEST):
+            body = ids_request(ids[start : start + _IDS_PER_REQUEST], every_tenant())
+            body["docvalue_fields"] = ["content_hash"]
+            resp = await b.es_call(lambda body=body: b.es.search(index=index, **body))  # type: ignore[misc]
+            for h in resp.body["hits"]["hits"]:
+                found = (h.get("fields") or {}).get("content_hash") or [None]
+                if found[0]:
+                    out[str(h["_id"])] = str(found[0])
+        return out
+
     async def existing_in(self, index: str, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` ``index`` holds, across tenants (maintenance: a reembed)."""
         return await self._existing(ids, every_tenant(), index)
@@ -213,7 +241,7 @@ class IndexManager:
         )
         if resp.meta.status == 404:
             if error_type(resp.body) == "index_not_found_exception":
-                raise IndexNotFound(f"index {self.alias!r} does not exist; call ensure_index()")
+                raise IndexNotFound.named(self.alias)
             return None
         source = cast(dict[str, Any], resp.body.get("_source", {}))
         if not visible(source, tenant):

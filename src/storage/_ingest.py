@@ -25,7 +25,7 @@ from ._errors import InvalidDocument, InvalidQuery, SearchError
 from ._errors_map import map_provider_error
 from ._indices import IndexManager
 from ._mapping import valid_target
-from ._models import Document, FailedDocument, IndexProgress, IndexReport, embedding_text
+from ._models import Document, FailedDocument, IndexProgress, IndexReport, content_hash, embedding_text
 from ._requests import IngestRequest, ProgressCallback
 from ._resilience import Resilience
 from ._tenancy import require, stamp
@@ -105,7 +105,7 @@ class Ingester:
             raise InvalidQuery("index_documents writes to one index or alias")
         target = valid_target(index) if index else b.settings.index
         records = [Record(doc.id, doc.to_source(), doc.title, doc.text) for doc in docs]
-        indexed, failed = await self.write(records, target, progress=progress, already_failed=invalid)
+        indexed, failed, unchanged = await self.write(records, target, progress=progress, already_failed=invalid)
         if refresh and indexed:
             await b.es_call(lambda: b.es.indices.refresh(index=target))
         report = IndexReport(
@@ -113,6 +113,7 @@ class Ingester:
             indexed=indexed,
             failed=failed,
             duplicates=duplicates,
+            unchanged=unchanged,
             seconds=time.perf_counter() - started,
         )
         b.events.emit(
@@ -138,14 +139,23 @@ class Ingester:
         already_failed: Sequence[FailedDocument] = (),
         embedder: Embedder | None = None,
         stack: Resilience | None = None,
-    ) -> tuple[list[str], list[FailedDocument]]:
+    ) -> tuple[list[str], list[FailedDocument], list[str]]:
         """Embed ``records`` in batches (with ``embedder`` through ``stack``, default the client's) while
         earlier batches are bulk-indexed into ``target``: every id ends up indexed or failed, and a record
         whose embedding failed is never written without its vectors. Into a target read in passages, every
-        record gets them (cut as the target recorded). ``already_failed`` are counted in the progress and the
-        failures (documents refused before this stage)."""
+        record gets them (cut as the target recorded). Into a target that records content hashes, a record
+        it holds already with the same content is neither embedded nor written (returned as indexed, and
+        apart as unchanged). ``already_failed`` are counted in the progress and the failures (documents
+        refused before this stage). Returns (indexed, failed, unchanged)."""
         b = self._b
-        setting = (await b.metadata.read_target(target)).passage_setting
+        info = await b.metadata.read_target(target)
+        setting = info.passage_setting
+        if info.content_hash:  # the target records each document's content: unchanged ones are skipped
+            records = [_hashed(r) for r in records]
+            look = bool(records) and await self._indices.count_all(target) > 0
+        else:
+            look = False
+        unchanged: list[str] = []
         total = len(records) + len(already_failed)
         indexed: list[str] = []
         failed: list[FailedDocument] = list(already_failed)
@@ -163,9 +173,18 @@ class Ingester:
                 size = b.settings.embed_batch_size
                 for start in range(0, len(records), size):
                     batch = records[start : start + size]
-                    ok, bad = await self._embed_batch_isolating(batch, embedder, stack, setting)
+                    if look:
+                        held = await self._indices.content_hashes(target, [r.id for r in batch])
+                        same = [r for r in batch if held.get(r.id) == r.source["content_hash"]]
+                        if same:
+                            unchanged.extend(r.id for r in same)
+                            indexed.extend(r.id for r in same)
+                            batch = [r for r in batch if held.get(r.id) != r.source["content_hash"]]
+                    ok, bad = (
+                        ([], []) if not batch else await self._embed_batch_isolating(batch, embedder, stack, setting)
+                    )
                     failed.extend(bad)
-                    embedded += len(batch)
+                    embedded += len(records[start : start + size])
                     report_progress()
                     if ok:
                         await queue.put(ok)
@@ -224,7 +243,7 @@ class Ingester:
             if rec.id not in accounted:
                 failed.append(FailedDocument(id=rec.id, reason="not_sent", detail="bulk indexing stopped"))
         report_progress()
-        return indexed, failed
+        return indexed, failed, unchanged
 
     def _assign_tenant(
         self, docs: list[tuple[int, Document]], tenant_id: str | None, invalid: list[FailedDocument]
@@ -316,6 +335,12 @@ class Ingester:
             )
             for n, r in enumerate(batch)
         ]
+
+
+def _hashed(record: Record) -> Record:
+    """The record with its content hash in its source."""
+    source = {**record.source, "content_hash": content_hash(record.source)}
+    return Record(record.id, source, record.title, record.text)
 
 
 def _texts(record: Record, plan: PassagePlan | None) -> list[str]:

@@ -12,6 +12,7 @@ from .passages import PassageSetting
 
 __all__ = [
     "BUILDING",
+    "CONTENT_HASH",
     "INDEX_VERSION_WIDTH",
     "building_versions",
     "index_body",
@@ -23,6 +24,9 @@ __all__ = [
 ]
 
 INDEX_VERSION_WIDTH = 6
+#: A digest of each document's stored content (``_models.content_hash``): read as a doc value to skip
+#: documents indexed again unchanged; added to indices made before it (a new field is always accepted).
+CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
 #: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each).
 MAPPING_VERSION = 1
 PASSAGES_MAPPING_VERSION = 2
@@ -105,6 +109,7 @@ def index_body(
         "tenant_id": {"type": "keyword"},
         "published_at": {"type": "date"},
         "metadata": {"type": "object", "dynamic": True},
+        "content_hash": CONTENT_HASH,
         "embedding": vector,
     }
     mappings: dict[str, Any] = {"dynamic": "strict"}

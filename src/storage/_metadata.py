@@ -54,6 +54,8 @@ class TargetInfo:
     passages: bool = False
     #: The passage setting its newest index was built with (what writes to it use), or None.
     passage_setting: PassageSetting | None = None
+    #: Its newest index records each document's content hash (writes skip unchanged documents).
+    content_hash: bool = False
 
 
 def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
@@ -63,7 +65,8 @@ def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
     newest = sorted(mappings)[-1]
     layouts = [_has_passages(info) for info in mappings.values()]
     setting = stored_passages(index_meta(mappings, newest).get("embedding"))
-    return TargetInfo(stored_setting(mappings), all(layouts), setting)
+    props = mappings[newest].get("mappings", {}).get("properties", {}) if isinstance(mappings[newest], Mapping) else {}
+    return TargetInfo(stored_setting(mappings), all(layouts), setting, "content_hash" in props)
 
 
 def _has_passages(info: Any) -> bool:

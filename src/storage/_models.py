@@ -4,6 +4,7 @@ Search results are in ``_results``, answers in ``_answers``."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from datetime import date, datetime
@@ -21,6 +22,7 @@ __all__ = [
     "SearchMode",
     "TuneReport",
     "TuneRow",
+    "content_hash",
     "derive_id",
     "embedding_text",
 ]
@@ -98,6 +100,13 @@ class Document(BaseModel):
         return self.model_dump(mode="json", exclude={"id"}, exclude_none=True)
 
 
+def content_hash(source: Mapping[str, Any]) -> str:
+    """A document's content (its stored fields, without vectors or an earlier hash), as a short digest: a
+    document indexed again with the same content is recognised and neither embedded nor written again."""
+    kept = {k: v for k, v in source.items() if k not in ("embedding", "passages", "content_hash")}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
 class FailedDocument(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -120,8 +129,11 @@ class IndexReport(BaseModel):
     index: str
     indexed: list[str]
     failed: list[FailedDocument]
-    #: Ids given more than once in one call: indexed once (the last occurrence wins).
+    #: Ids given more than once in one call: indexed once (the last occurrence, in its position, wins).
     duplicates: list[str] = Field(default_factory=list)
+    #: Of ``indexed``: documents the index already held with the same content, so they were neither embedded
+    #: nor written again (a re-run of an interrupted ingest embeds only what is missing).
+    unchanged: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 
     @property

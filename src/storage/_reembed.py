@@ -116,7 +116,7 @@ class Reembedder:
             tally["resumed"] += resumed
             tally["done"] += resumed
             if records:
-                indexed, bad = await self._ingester.write(
+                indexed, bad, _ = await self._ingester.write(
                     records, target, progress=report_progress, embedder=emb, stack=stack
                 )
                 tally["embedded"] += len(indexed)

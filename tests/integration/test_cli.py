@@ -146,3 +146,103 @@ def test_demo_indexes_its_corpus_searches_and_cleans_up(settings: SearchSettings
     assert 'query "cloud revenue" (hybrid;' in res.stdout
     assert "demo-msft-cloud" in res.stdout
     assert "done in" in res.stdout
+
+
+def test_an_interrupted_ingest_run_again_embeds_only_what_is_missing(settings: SearchSettings, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    records = [{"_id": f"n{i}", "title": f"Note {i}", "text": f"revenue note number {i}"} for i in range(30)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records[:12]))  # the part written before Ctrl-C
+    first = _run(settings, "ingest", str(corpus))
+    assert first.returncode == 0, first.stderr
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records))  # the same command again, all of it
+    again = _run(settings, "ingest", str(corpus))
+    assert again.returncode == 0, again.stderr
+    assert "indexed 30 of 30 documents" in again.stdout
+    assert "12 were in the index with the same content already: not embedded again" in again.stdout
+
+
+def test_ingest_reports_duplicate_ids_and_keeps_unknown_fields_in_metadata(
+    settings: SearchSettings, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        json.dumps({"_id": "a", "text": "first copy", "category": "energy"})
+        + "\n"
+        + json.dumps({"_id": "b", "text": "other", "pages": 12})
+        + "\n"
+        + json.dumps({"_id": "a", "text": "second copy", "category": "utilities"})
+        + "\n"
+    )
+    res = _run(settings, "ingest", str(corpus))
+    assert res.returncode == 0, res.stderr
+    assert "indexed 2 of 3 documents" in res.stdout
+    assert "1 given twice" in res.stdout
+    assert "the same id more than once (the last copy in the file was indexed): a" in res.stdout
+    assert "fields kept in metadata (metadata.<name> filters): category, pages" in res.stdout
+    found = json.loads(_run(settings, "search", "copy", "-f", "metadata.category=utilities", "--json").stdout)
+    assert [h["id"] for h in found["hits"]] == ["a"]
+    assert found["hits"][0]["source"]["text"] == "second copy"
+
+
+def test_the_command_line_takes_ranges_and_says_what_it_uses(settings: SearchSettings, tmp_path: Path) -> None:
+    corpus = tmp_path / "dated.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"_id": f"y{y}", "text": "annual revenue report", "published_at": f"{y}-06-01"}) + "\n"
+            for y in (2022, 2023, 2024)
+        )
+    )
+    assert _run(settings, "ingest", str(corpus)).returncode == 0
+    for args in (["-f", "published_at>=2023-01-01"], ["--since", "2023-01-01"]):
+        res = json.loads(_run(settings, "search", "revenue", "--json", *args).stdout)
+        assert sorted(h["id"] for h in res["hits"]) == ["y2023", "y2024"], args
+    window = json.loads(
+        _run(settings, "search", "revenue", "--json", "-f", "published_at>2022-12-31", "--until", "2023-12-31").stdout
+    )
+    assert [h["id"] for h in window["hits"]] == ["y2023"]
+    health = _run(settings, "health")
+    assert "fusion: rrf k=10 window=50 bm25:knn=1:1 (method from default" in health.stdout
+    narrow = _run(settings, "models", env={"COLUMNS": "80"})
+    assert "bge-small-en-v1.5 (default)" in narrow.stdout
+    assert "bge-small-en-v1.5-fp32" in narrow.stdout
+
+
+def test_errors_name_the_fix_the_command_line_can_make(settings: SearchSettings, tmp_path: Path) -> None:
+    nosuch = _run(settings, "--index", "nosuch-index-here", "search", "revenue")
+    assert nosuch.returncode == 2
+    assert "index 'nosuch-index-here' does not exist" in nosuch.stderr
+    assert "hybrid-search --index nosuch-index-here init" in nosuch.stderr
+    refused = _run(settings, "search", "revenue", env={"ES_URL": "http://127.0.0.1:9"})
+    assert refused.returncode == 2
+    assert "http://127.0.0.1:9" in refused.stderr
+    assert "python -m storage.local_es start" in refused.stderr
+    assert refused.stderr.count("cannot reach") == 1  # one cause, said once
+    tls = _run(settings, "search", "revenue", env={"ES_URL": (settings.url or "").replace("http://", "https://")})
+    assert tls.returncode == 2
+    assert "use http://" in tls.stderr
+    no_es = _run(settings, "search", "x", env={"ES_URL": ""})
+    assert "hybrid-search compose" in no_es.stderr
+    compose = _run(settings, "compose")
+    assert compose.returncode == 0
+    assert "docker.elastic.co/elasticsearch/elasticsearch" in compose.stdout
+    corpus = _beir(tmp_path / "beir") / "corpus.jsonl"
+    assert _run(settings, "ingest", str(corpus)).returncode == 0
+    ask = _run(settings, "ask", "Why did Apple cut its guidance?", env={"LLM_PROVIDER": "none"})
+    assert ask.returncode == 1
+    assert "d1" in ask.stdout  # what the answer would have read
+    assert "no chat model is configured" in ask.stderr
+    assert "python -m embeddings.local_llm start" in ask.stderr
+
+
+def test_eval_and_tune_report_the_same_figure_and_eval_indexes_once(settings: SearchSettings, tmp_path: Path) -> None:
+    folder = _beir(tmp_path / "tiny")
+    index = f"{settings.index}-agree"
+    first = _run(settings, "--index", index, "eval", str(folder), "--json")
+    assert first.returncode == 0, first.stderr
+    assert "indexing 3 documents" in first.stderr
+    again = _run(settings, "--index", index, "eval", str(folder), "--json")
+    assert again.returncode == 0, again.stderr
+    assert "as it is (3 documents" in again.stderr  # not indexed a second time
+    hybrid = next(r for r in json.loads(again.stdout)["results"] if r["mode"] == "hybrid")
+    tuned = json.loads(_run(settings, "--index", index, "tune", str(folder), "--json").stdout)
+    assert tuned["current"]["ndcg"] == pytest.approx(hybrid["ndcg_at_10"], abs=1e-4)

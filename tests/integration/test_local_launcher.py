@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,3 +94,33 @@ def test_jdk_is_chosen_to_fit_the_version() -> None:
         release = (home / "release").read_text()
         found = int(release.split('JAVA_VERSION="')[1].split(".")[0].split('"')[0])
         assert found >= major, (version, home)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "storage.local_es", *args], capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+def test_start_stop_and_status_agree_on_a_name_and_a_restart_keeps_its_url() -> None:
+    name = f"life-{uuid.uuid4().hex[:6]}"
+    try:
+        started = _cli("start", "--name", name)
+        assert started.returncode == 0, started.stdout + started.stderr
+        url = started.stdout.split("export ES_URL=", 1)[1].split()[0]
+        assert f"stop with: python -m storage.local_es stop --name {name}" in started.stdout
+        status = _cli("status")
+        assert name in status.stdout
+        assert f"export ES_URL={url}" in status.stdout
+        unnamed = _cli("stop")  # the default name: not this one, and it says how to stop this one
+        assert f"stop --name {name}" in unnamed.stdout
+        stopped = _cli("stop", "--name", name)
+        assert f"stopped {name}" in stopped.stdout
+        assert name not in _cli("status").stdout
+        again = _cli("start", "--name", name)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert f"export ES_URL={url}" in again.stdout  # the same port: an exported ES_URL stays good
+    finally:
+        _cli("stop", "--name", name)
+        for directory in (default_cache_dir() / "instances").glob(f"*-{name}"):
+            shutil.rmtree(directory, ignore_errors=True)

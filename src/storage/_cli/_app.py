@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import traceback
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
@@ -12,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._errors import ConfigurationError, SearchError
+from .._errors import ConfigurationError, IndexNotFound, SearchError
 from .._models import SearchMode
 from .._settings import SearchSettings
 
@@ -66,6 +67,13 @@ def run(coro: Coroutine[Any, Any, int | None]) -> None:
         if state["verbose"]:
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, IndexNotFound):  # the command line's own advice, not the library's
+            index = exc.index or state["index"] or settings().index
+            flag = f" --index {index}" if state["index"] else ""
+            first = (
+                f"index {index!r} does not exist: create it with `hybrid-search{flag} init`, or fill it with "
+                f"`hybrid-search{flag} ingest FILE`"
+            )
         err.print(f"error ({type(exc).__name__}): {first}", markup=False)
         raise typer.Exit(2) from None
     except (ValueError, OSError) as exc:  # bad settings (pydantic), unreadable files
@@ -101,15 +109,40 @@ def search_mode(value: str) -> SearchMode:
     return cast(SearchMode, value)
 
 
-def parse_filters(pairs: list[str]) -> dict[str, Any]:
+_FILTER = re.compile(r"^(?P<key>[A-Za-z0-9_.\-]+)\s*(?P<op>>=|<=|!=|=|>|<)\s*(?P<value>.*)$")
+_RANGE_OPS = {">=": "gte", "<=": "lte", ">": "gt", "<": "lt"}
+
+
+def parse_filters(pairs: list[str], *, since: str | None = None, until: str | None = None) -> dict[str, Any]:
+    """``--filter`` values as the filter model: ``key=value`` (repeat a key for either of several values),
+    ``key>=value`` / ``>`` / ``<=`` / ``<`` (a range, e.g. ``published_at>=2024-01-01``), ``key!=`` (the field
+    is absent); ``since`` / ``until``: ``published_at`` from / to (inclusive)."""
     filters: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigurationError(f"--filter takes key=value, got {pair!r}")
-        if key in filters:  # the same key twice: either value
+        m = _FILTER.match(pair.strip())
+        if m is None:
+            raise ConfigurationError(
+                f"--filter takes key=value or a range such as published_at>=2024-01-01, got {pair!r}"
+            )
+        key, op, value = m.group("key"), m.group("op"), m.group("value").strip()
+        if op in _RANGE_OPS:
+            bounds = filters.setdefault(key, {})
+            if not isinstance(bounds, dict):
+                raise ConfigurationError(f"--filter {key}: a value and a range cannot be combined")
+            bounds[_RANGE_OPS[op]] = value
+        elif op == "!=":
+            if value:
+                raise ConfigurationError(f"--filter {key}!= takes no value (it means: {key} is absent)")
+            filters[key] = {"exists": False}
+        elif key in filters:  # the same key twice: either value
             prev = filters[key]
             filters[key] = [*prev, value] if isinstance(prev, list) else [prev, value]
         else:
             filters[key] = value
+    for bound, value in (("gte", since), ("lte", until)):
+        if value:
+            dates = filters.setdefault("published_at", {})
+            if not isinstance(dates, dict):
+                raise ConfigurationError("--since/--until cannot be combined with published_at=VALUE")
+            dates[bound] = value
     return filters

@@ -86,6 +86,7 @@ async def _demo(url: str, query: str, index: str) -> None:
             print(f"indexed {len(report.indexed)} documents into {report.index} in {report.seconds:.2f} s")
             print_response(await client.search(query, mode="hybrid", limit=5))
             print()
+            print("the same query, filtered to ticker=MSFT (one filter model for both legs):")
             print_response(await client.search(query, mode="hybrid", filters={"ticker": "MSFT"}, limit=5))
         finally:
             await client.delete_index()

@@ -37,7 +37,9 @@ def init() -> None:
 # -- ingest --------------------------------------------------------------------------------------------
 
 
-def _documents_from(path: Path, problems: list[str]) -> tuple[list[Document | dict[str, Any]], list[str]]:
+def _documents_from(
+    path: Path, problems: list[str], kept: list[str] | None = None
+) -> tuple[list[Document | dict[str, Any]], list[str]]:
     """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields) or a folder of text files:
     the records (validated by ``index_documents``, which reports each invalid one) and where each came
     from. Lines that are not JSON objects go to ``problems`` with their line number."""
@@ -59,7 +61,7 @@ def _documents_from(path: Path, problems: list[str]) -> tuple[list[Document | di
         if record is None:
             problems.append(problem or f"line {number}: unreadable")
             continue
-        docs.append(beir_document(record))
+        docs.append(beir_document(record, kept))
         where.append(f"line {number}")
     return docs, where
 
@@ -70,23 +72,38 @@ def ingest(
 ) -> None:
     """Embed and index documents, with a progress bar and a summary; exit 1 if any document failed."""
 
+    done = {"indexed": 0}
+
     async def go() -> int:
         problems: list[str] = []
-        docs, where = _documents_from(path, problems)
+        kept: list[str] = []
+        docs, where = _documents_from(path, problems, kept)
         async with open_client() as client:
             await client.ensure_index()
             with progress_bar() as bar:
                 task = bar.add_task("indexing", total=len(docs))
 
                 def progress(p: IndexProgress) -> None:
+                    done["indexed"] = p.indexed
                     bar.update(task, completed=p.indexed + p.failed)
 
                 report = await client.index_documents(docs, progress=progress, refresh=True)
         out.print(
             f"indexed {len(report.indexed)} of {len(docs) + len(problems)} documents into {report.index} "
-            f"in {report.seconds:.1f} s; failed {len(report.failed) + len(problems)}",
+            f"in {report.seconds:.1f} s; failed {len(report.failed) + len(problems)}"
+            + (f"; {len(report.duplicates)} given twice" if report.duplicates else ""),
             markup=False,
         )
+        if report.unchanged:
+            out.print(
+                f"  {len(report.unchanged)} were in the index with the same content already: not embedded again",
+                markup=False,
+            )
+        if report.duplicates:
+            ids = ", ".join(report.duplicates[:10]) + (" ..." if len(report.duplicates) > 10 else "")
+            out.print(f"  the same id more than once (the last copy in the file was indexed): {ids}", markup=False)
+        if kept:
+            out.print(f"  fields kept in metadata (metadata.<name> filters): {', '.join(kept)}", markup=False)
         for line in problems[:20]:
             out.print(f"  invalid: {line}", markup=False)
         for f in report.failed[:20]:
@@ -98,7 +115,15 @@ def ingest(
             out.print("  ...", markup=False)
         return 1 if problems or report.failed else 0
 
-    run(go())
+    try:
+        run(go())
+    except KeyboardInterrupt:
+        err.print(
+            f"\ninterrupted: {done['indexed']} documents were written before it stopped. Running the same command "
+            "again is safe: ids are explicit, and documents already indexed with the same content are skipped.",
+            markup=False,
+        )
+        raise typer.Exit(130) from None
 
 
 # -- models and reembed --------------------------------------------------------------------------------
@@ -127,8 +152,12 @@ def models(
         out.print(f"{model.name}: {files.model} ({time.perf_counter() - started:.1f} s, verified)", markup=False)
         return
     table = Table(title=f"local embedding models (cache: {cache}; repository: {repository})", title_justify="left")
-    for col in ("name", "model id", "download", "from", "cached"):
-        table.add_column(col)
+    # The name is what EMBEDDINGS_MODEL takes: never cut; the long columns fold on a narrow terminal.
+    table.add_column("name", no_wrap=True)
+    table.add_column("model id", overflow="fold")
+    table.add_column("download", no_wrap=True)
+    table.add_column("from", overflow="fold")
+    table.add_column("cached", no_wrap=True)
     for model in LOCAL_MODELS.values():
         source = model.source
         if isinstance(source, MavenArtifact):

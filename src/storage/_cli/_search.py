@@ -22,8 +22,15 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
     filter_: Annotated[
-        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            "-f",
+            help="key=value (ticker=AAPL), a range (published_at>=2024-01-01; >, <=, <) or key!= (absent); repeatable.",
+        ),
     ] = None,
+    since: Annotated[str | None, typer.Option(help="Only documents published on or after (YYYY-MM-DD).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")] = None,
     limit: Annotated[int, typer.Option(help="Hits to show.")] = 10,
     syntax: Annotated[str, typer.Option(help="plain (default) or boolean (AND/OR/NOT, prefixes).")] = "plain",
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole response as JSON.")] = False,
@@ -35,7 +42,7 @@ def search(
             res = await client.search(
                 query,
                 mode=search_mode(mode),
-                filters=parse_filters(filter_ or []) or None,
+                filters=parse_filters(filter_ or [], since=since, until=until) or None,
                 limit=limit,
                 window=max(limit, client.settings.window),
                 syntax=cast(QuerySyntax, syntax),  # (validated by the search: InvalidQuery)
@@ -54,8 +61,15 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
     mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
     filter_: Annotated[
-        list[str] | None, typer.Option("--filter", "-f", help="key=value, e.g. ticker=AAPL (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            "-f",
+            help="key=value (ticker=AAPL), a range (published_at>=2024-01-01; >, <=, <) or key!= (absent); repeatable.",
+        ),
     ] = None,
+    since: Annotated[str | None, typer.Option(help="Only documents published on or after (YYYY-MM-DD).")] = None,
+    until: Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")] = None,
     limit: Annotated[int | None, typer.Option(help="Documents to retrieve (default ES_ANSWER_LIMIT).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON (no streaming).")] = False,
 ) -> None:
@@ -64,16 +78,25 @@ def ask(
 
     async def go() -> int:
         async with open_client() as client:
-            if as_json:
-                done = await client.answer(
-                    question, mode=search_mode(mode), filters=parse_filters(filter_ or []) or None, limit=limit
+            filters = parse_filters(filter_ or [], since=since, until=until) or None
+            if client.llm is None:  # no chat model: what the answer would read, and how to get a model
+                found = await client.search(question, mode=search_mode(mode), filters=filters, limit=limit or 5)
+                print_table(found)
+                err.print(
+                    "no answer: no chat model is configured. Set LLM_PROVIDER=openai, LLM_MODEL and LLM_BASE_URL "
+                    "(any OpenAI-compatible server; LLM_API_KEY for a hosted one), or run a local one: "
+                    "`python -m embeddings.local_llm start` prints the variables to export (the first time it "
+                    "compiles llama.cpp's server: gcc, g++ and cmake, 6-11 minutes on 2 cores; later starts take "
+                    "seconds).",
+                    markup=False,
                 )
+                return 1
+            if as_json:
+                done = await client.answer(question, mode=search_mode(mode), filters=filters, limit=limit)
                 out.print(done.model_dump_json(indent=2), markup=False)
                 return 1 if done.status == "llm_failed" else 0
             answer: Answer | None = None
-            stream = client.answer_stream(
-                question, mode=search_mode(mode), filters=parse_filters(filter_ or []) or None, limit=limit
-            )
+            stream = client.answer_stream(question, mode=search_mode(mode), filters=filters, limit=limit)
             async for item in stream:
                 if isinstance(item, AnswerDelta):
                     out.print(item.text, end="", markup=False)
@@ -189,6 +212,10 @@ def health(
             "breakers: " + ", ".join(f"{dep} {b['state']}" for dep, b in report["breakers"].items()), markup=False
         )
         out.print(f"embeddings: {report['embeddings']['model']} ({report['embeddings']['dimensions']} dims)")
+        f = report["fusion"]
+        sources = ", ".join(f"{param} from {source}" for param, source in f["sources"].items())
+        weights = ":".join(f"{w:g}" for w in f["weights"].values())
+        out.print(f"fusion: {f['method']} k={f['k']} window={f['window']} bm25:knn={weights} ({sources})", markup=False)
         return 0 if c["status"] != "red" else 1
 
     run(go())

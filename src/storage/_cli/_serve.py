@@ -1,8 +1,10 @@
-"""Commands that serve: ``mcp`` (the MCP server over stdio), ``kibana-import``."""
+"""Commands that serve: ``mcp`` (the MCP server over stdio), ``kibana-import``, ``compose`` (the
+docker-compose file for Elasticsearch and Kibana)."""
 
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
@@ -42,3 +44,19 @@ def kibana_import(
         err.print(f"error: {exc}", markup=False)
         raise typer.Exit(2) from None
     out.print(summary, markup=False)
+
+
+def compose_file() -> str:
+    """The docker-compose file: inside the installed package, or at the checkout's root."""
+    packaged = resources.files("storage") / "docker-compose.yml"
+    if packaged.is_file():
+        return packaged.read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parents[3] / "docker-compose.yml").read_text(encoding="utf-8")
+
+
+@app.command()
+def compose() -> None:
+    """Print a docker-compose file for Elasticsearch and Kibana (Basic license, security off, local use):
+    `hybrid-search compose > docker-compose.yml && docker compose up -d`, then export
+    ES_URL=http://127.0.0.1:9200. Any elasticsearch client major works with it (ES_VERSION picks the server)."""
+    out.print(compose_file(), markup=False, end="")

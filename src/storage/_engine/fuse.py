@@ -69,6 +69,9 @@ def raise_if_failed(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> None:
         raise errors[0]  # credentials, privileges, TLS: a set-up problem, not a search outcome
     if closed := [e for e in errors if isinstance(e, ClientClosed)]:
         raise closed[0]  # closing is the caller's act, not a dependency failure
+    messages = {str(err) for err in errors}
+    if len(failed) > 1 and len(messages) == 1:  # one cause (Elasticsearch down): said once
+        raise SearchFailed(f"every leg failed: {messages.pop()}", leg_errors=failed)
     raise SearchFailed("; ".join(f"{leg} leg failed: {err}" for leg, err in failed.items()), leg_errors=failed)
 
 

@@ -8,6 +8,7 @@ readers ``hybrid-search ingest`` uses (a line that is not a JSON object is repor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +54,37 @@ def read_jsonl_documents(path: Path) -> Iterator[tuple[int, dict[str, Any] | Non
             yield number, record, None
 
 
-def beir_document(record: dict[str, Any]) -> dict[str, Any]:
-    """A BEIR corpus record (``_id``, ``title``, ``text``, optional fields) as Document fields."""
+_METADATA_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+def beir_document(record: dict[str, Any], kept: list[str] | None = None) -> dict[str, Any]:
+    """A BEIR corpus record (``_id``, ``title``, ``text``, optional fields) as Document fields. A field the
+    document model does not have is kept in ``metadata`` (as text) when it is a string, number, boolean or a
+    list of them, and its name appended to ``kept``; anything else is left for the validation to report."""
     out = {k: v for k, v in record.items() if k in Document.model_fields and k != "id"}
     out["id"] = str(record.get("_id") or record.get("id") or "")
     out["title"] = record.get("title") or ""
     out["text"] = record.get("text") or ""
+    extra = {k: v for k, v in record.items() if k not in Document.model_fields and k not in ("_id", "id")}
+    if extra:
+        metadata = dict(out.get("metadata") or {})
+        for key, value in extra.items():
+            if _METADATA_KEY.match(key) and key not in metadata and (text := _as_metadata(value)) is not None:
+                metadata[key] = text
+                if kept is not None and key not in kept:
+                    kept.append(key)
+            else:
+                out[key] = value  # (validation reports it, with the record's line)
+        out["metadata"] = metadata
     return out
+
+
+def _as_metadata(value: Any) -> str | list[str] | None:
+    if isinstance(value, str | int | float | bool) and value is not None:
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return [str(v) for v in value]
+    return None
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:

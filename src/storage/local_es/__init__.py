@@ -24,9 +24,12 @@ fetch, configure, start, stop), ``_plugins.py`` (build and install the plugins; 
 Command line::
 
     python -m storage.local_es run      # start, print the URL, wait for Ctrl-C, stop
-    python -m storage.local_es start    # start in the background, print the URL and PID
-    python -m storage.local_es stop     # stop the one started by `start`
+    python -m storage.local_es start    # start in the background, print the ES_URL to export
+    python -m storage.local_es status   # what runs, and the URL of each
+    python -m storage.local_es stop     # stop it (--name N: the one started with that name)
     python -m storage.local_es fetch    # only download and unpack
+
+An instance keeps its port across restarts (``--port`` picks one), so an exported ``ES_URL`` stays good.
 """
 
 from ._cluster import LocalCluster, url_or_local

@@ -121,6 +121,18 @@ def find_java_home(version: str, search_root: Path = Path("/usr/lib/jvm")) -> Pa
     return min(candidates)[2]
 
 
+def _port_free(port: int) -> bool:
+    """Nothing listens on ``port`` (a port in TIME_WAIT after a stop counts as free, as it does for the JVM,
+    which binds with SO_REUSEADDR)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))

@@ -30,6 +30,7 @@ from ._host import (
     _chown_tree,
     _ensure_service_user,
     _free_port,
+    _port_free,
     _set_parent_death_signal,
     _stop_group,
     default_cache_dir,
@@ -78,6 +79,9 @@ class LocalElasticsearch:
     #: Build and install the English-analysis and ``GET /`` plugins (see ``_plugins``). False runs the bare
     #: minimal distribution (unpacked separately, so both can be used side by side).
     plugins: bool = True
+    #: The HTTP port. None: the one this instance (``name``) used before, kept in its directory, so a
+    #: restart keeps its URL; the first time, a free one.
+    port: int | None = None
 
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _started_once: bool = field(default=False, init=False, repr=False)
@@ -196,9 +200,16 @@ class LocalElasticsearch:
         logs = self.instance_dir / "logs"
         data.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        # A restart keeps its ports, so clients configured with the URL reconnect by themselves.
-        self.http_port = self.http_port or _free_port()
-        self.transport_port = self.transport_port or _free_port()
+        # A restart keeps its ports (in this process, and across processes through the instance directory), so
+        # clients configured with the URL reconnect by themselves.
+        remembered = self._remembered_ports()
+        self.http_port = self.port or self.http_port or remembered.get("http") or _free_port()
+        self.transport_port = self.transport_port or remembered.get("transport") or _free_port()
+        if not _port_free(self.http_port) and self.port is None:
+            self.http_port = _free_port()  # taken by something else meanwhile
+        (self.instance_dir / "ports.json").write_text(
+            json.dumps({"http": self.http_port, "transport": self.transport_port})
+        )
         es_settings = {
             "cluster.name": f"hybrid-search-local-{self.name}",
             "node.name": f"local-{self.name}",
@@ -266,6 +277,13 @@ class LocalElasticsearch:
         if wait:
             self.wait_ready()
         return self.url
+
+    def _remembered_ports(self) -> dict[str, int]:
+        try:
+            found = json.loads((self.instance_dir / "ports.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {k: int(v) for k, v in found.items() if k in ("http", "transport") and isinstance(v, int)}
 
     def wait_ready(self) -> str:
         """Wait until the node answers with a yellow or green cluster (see ``start(wait=False)``)."""
