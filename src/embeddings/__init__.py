@@ -26,6 +26,7 @@ from ._catalogue import DEFAULT_MODEL as DEFAULT_LOCAL_MODEL
 from ._catalogue import LocalModel, MavenArtifact, ModelFile, PyPIFiles, find_model
 from ._cross_encoder import CrossEncoderReranker
 from ._errors import (
+    ContextTooLong,
     EmbeddingConfigError,
     EmbeddingError,
     EmbeddingResponseError,
@@ -64,6 +65,7 @@ __all__ = [
     "CachedEmbedder",
     "ChatMessage",
     "Completion",
+    "ContextTooLong",
     "CrossEncoderReranker",
     "Embedder",
     "EmbeddingConfigError",

@@ -45,6 +45,10 @@ class CachedEmbedder:
         return self.inner.normalized
 
     @property
+    def similarity_floor(self) -> float:
+        return float(getattr(self.inner, "similarity_floor", 0.0))
+
+    @property
     def window_tokens(self) -> int | None:
         return self.inner.window_tokens if isinstance(self.inner, Windowed) else None
 

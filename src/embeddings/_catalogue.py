@@ -106,6 +106,11 @@ class LocalModel:
     one_text_per_call: bool = False
     #: Other names ``EMBEDDINGS_MODEL`` accepts.
     aliases: tuple[str, ...] = ()
+    #: The least similarity (Elasticsearch's kNN score, (1 + cos) / 2) at which a semantic-only match is worth
+    #: showing an agent: nonsense has nearest neighbours too. Measured per model on the four given
+    #: collections (bench/similarity_floor.py): the highest floor losing at most 1% of the judged-relevant
+    #: kNN top-10 hits on every one. 0: not measured (no floor).
+    similarity_floor: float = 0.0
 
     @property
     def download_bytes(self) -> int:
@@ -147,6 +152,7 @@ CATALOGUE: dict[str, LocalModel] = {
             license="MIT (weights: BAAI); Apache-2.0 (the langchain4j jar)",
             one_text_per_call=True,
             aliases=("bge-small", "bge-small-en-v1.5-q", "bge-small-en-v1.5-int8"),
+            similarity_floor=0.81,
         ),
         LocalModel(
             name="bge-small-en-v1.5-fp32",

@@ -27,6 +27,7 @@ keeps catching everything an embedder raises. A retry policy needs one test:
 from __future__ import annotations
 
 __all__ = [
+    "ContextTooLong",
     "EmbeddingConfigError",
     "EmbeddingError",
     "EmbeddingResponseError",
@@ -92,6 +93,10 @@ class ProviderResponseError(ProviderError):
         self.status = status
         self.retry_after = retry_after
         self.transient = status in TRANSIENT_STATUSES
+
+
+class ContextTooLong(ProviderResponseError):
+    """The chat model refused the prompt: it does not fit the window the server really has."""
 
 
 class InvalidResponse(ProviderError):

@@ -22,7 +22,14 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 import openai
 from pydantic import SecretStr
 
-from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable, retry_after
+from ._errors import (
+    ContextTooLong,
+    InvalidResponse,
+    ProviderConfigError,
+    ProviderResponseError,
+    ProviderUnavailable,
+    retry_after,
+)
 
 __all__ = ["LLM", "ChatMessage", "Completion", "OpenAIChat", "Usage"]
 
@@ -96,6 +103,18 @@ def _is_transport_error(exc: Exception) -> bool:
     return type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "h11")
 
 
+#: How OpenAI-compatible servers say a prompt is over the window (OpenAI, vLLM, llama.cpp, Ollama, gateways).
+_CONTEXT_MARKS = (
+    "context length",
+    "context_length",
+    "context size",
+    "context window",
+    "maximum context",
+    "too many tokens",
+    "prompt is too long",
+)
+
+
 def _provider_error(exc: Exception) -> Exception:
     """The ``openai`` (or transport) error as one of ours (the caller raises it ``from`` the original)."""
     name = type(exc).__name__
@@ -104,6 +123,12 @@ def _provider_error(exc: Exception) -> Exception:
     if isinstance(exc, openai.APIConnectionError) or _is_transport_error(exc):
         return ProviderUnavailable(f"chat model unreachable: {name}")
     if isinstance(exc, openai.APIStatusError):
+        said = str(getattr(exc, "message", "") or "").lower()
+        if exc.status_code in (400, 413) and any(mark in said for mark in _CONTEXT_MARKS):
+            return ContextTooLong(
+                f"chat model answered HTTP {exc.status_code}: the prompt does not fit its context window",
+                status=exc.status_code,
+            )
         return ProviderResponseError(
             f"chat model answered HTTP {exc.status_code}",
             status=exc.status_code,

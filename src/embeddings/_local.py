@@ -175,6 +175,11 @@ class LocalEmbedder(BaseEmbedder):
         self._worker = ModelWorker("embeddings-local", self._load, workers=threads, query_lane=True)
 
     @property
+    def similarity_floor(self) -> float:
+        """The model's measured relevance floor for semantic-only matches (see :class:`LocalModel`)."""
+        return self.spec.similarity_floor
+
+    @property
     def model_id(self) -> str:
         return self.spec.model_id
 

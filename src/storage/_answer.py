@@ -37,7 +37,7 @@ from ._answers import (
 from ._backend import Backend
 from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
 from ._engine import Engine
-from ._errors import CircuitOpen, DependencyError, DependencyUnavailable, SearchError
+from ._errors import CircuitOpen, ContextTooLong, DependencyError, DependencyUnavailable, SearchError
 from ._errors_map import timeout_error
 from ._logging import Events, query_hash
 from ._prompt import AnswerPrompt
@@ -51,6 +51,8 @@ _log = logging.getLogger("storage.answer")
 
 def _llm_reason(error: SearchError) -> str:
     """The ``llm_*`` tag of a chat model failure."""
+    if isinstance(error, ContextTooLong):
+        return "llm_context_too_long"
     if isinstance(error, CircuitOpen):
         return "llm_circuit_open"
     if isinstance(error, DependencyUnavailable):
@@ -143,6 +145,8 @@ class Answerer:
         run, prompt = await self._prepare(request)
         if run.context is None:
             return self._finish(run, prompt, status="nothing_found")
+        if not run.context.ids:  # found, but nothing fits the budget: a model with no entries would invent
+            return self._finish(run, prompt, status="no_context")
         t0 = time.perf_counter()
         try:
             completion = await self._chat(run)
@@ -155,8 +159,9 @@ class Answerer:
     async def stream(self, request: AnswerRequest) -> AsyncIterator[AnswerEvent]:
         run, prompt = await self._prepare(request)
         timeout_s = run.deadline_s
-        if run.context is None:
-            yield AnswerDone(answer=self._finish(run, prompt, status="nothing_found"))
+        if run.context is None or not run.context.ids:
+            status: AnswerStatus = "nothing_found" if run.context is None else "no_context"
+            yield AnswerDone(answer=self._finish(run, prompt, status=status))
             return
         t0 = time.perf_counter()
         first_token_s: float | None = None
@@ -250,6 +255,8 @@ class Answerer:
         check = CitationCheck(cited=[], invented=[], fallback=False)
         if status == "nothing_found":
             text = f"Nothing was found for the question, so there is no answer. {prompt.no_answer}"
+        elif status == "no_context":
+            text = None
         elif completion is not None:
             text = completion.text.strip()
             said_no = prompt.no_answer.lower().rstrip(".") in text.lower()
@@ -316,6 +323,11 @@ def reasoning(
         parts[-1] += " from some shards only (partial)"
     if status == "nothing_found" or context is None:
         return parts[0] + "; nothing to answer from, so no chat model was asked."
+    if status == "no_context":
+        return (
+            parts[0] + "; none of them fit the context budget (the model's window and the prompt), so no chat "
+            "model was asked."
+        )
     cut = ", the last one cut to fit" if context.truncated else ""
     parts.append(f"{len(context.ids)} went into the context ({len(context.text):,} characters{cut})")
     took = f" after {llm_s:.1f} s" if llm_s is not None else ""

@@ -65,7 +65,7 @@ class AnswerTimings(BaseModel):
     total_ms: float
 
 
-AnswerStatus = Literal["answered", "not_in_entries", "nothing_found", "llm_failed"]
+AnswerStatus = Literal["answered", "not_in_entries", "nothing_found", "no_context", "llm_failed"]
 
 
 class Answer(BaseModel):
@@ -78,7 +78,8 @@ class Answer(BaseModel):
     #: The model's text; None when the model failed (``degraded``; the entries are still here).
     answer: str | None
     #: ``answered``; ``not_in_entries`` (the model said the entries do not hold the answer);
-    #: ``nothing_found`` (the search found nothing, no model was asked); ``llm_failed``.
+    #: ``nothing_found`` (the search found nothing, no model was asked); ``no_context`` (what it found did
+    #: not fit the context budget: no model was asked); ``llm_failed``.
     status: AnswerStatus
     #: Ids of context entries the answer cites as ``[#id]``, in order of first appearance. When it cites
     #: none of them, every entry (``citations_fallback``): the answer drew on the whole context.
@@ -111,8 +112,16 @@ class Answer(BaseModel):
     correlation_id: str | None = None
 
     @property
+    def uncited(self) -> bool:
+        """The model answered without citing an entry: nothing supports the answer (never show it as
+        sourced; ``citations`` then lists every entry it was given, ``citations_fallback``)."""
+        return self.answer is not None and self.citations_fallback
+
+    @property
     def sources(self) -> list[AnswerEntry]:
-        """The cited entries, in citation order."""
+        """The entries the answer cites, in citation order; none when it cites none (:attr:`uncited`)."""
+        if self.citations_fallback:
+            return []
         by_id = {e.id: e for e in self.entries}
         return [by_id[i] for i in self.citations if i in by_id]
 

@@ -29,7 +29,8 @@
     │   ├── CircuitOpen                 our breaker is open: failed fast, nothing was sent
     │   └── Overloaded                  our concurrency bound is full: failed fast, nothing was sent
     ├── DependencyError                 an ERROR RESPONSE: the dependency answered 4xx/5xx or garbage;
-    │                                   .status; .transient for 429/502/503/504
+    │   │                               .status; .transient for 429/502/503/504
+    │   └── ContextTooLong              the chat model's window is smaller than the answer's prompt
     └── SearchFailed                    every leg of a hybrid search failed (or one did in strict mode);
                                         .leg_errors maps leg -> the error above
 
@@ -50,6 +51,7 @@ __all__ = [
     "CircuitOpen",
     "ClientClosed",
     "ConfigurationError",
+    "ContextTooLong",
     "CursorExpired",
     "DependencyError",
     "DependencyUnavailable",
@@ -249,6 +251,13 @@ class DependencyError(SearchError):
         self.transient = status in TRANSIENT_STATUSES
         if reason is not None:
             self.reason = reason
+
+
+class ContextTooLong(DependencyError):
+    """The chat model refused the answer's prompt: the context does not fit the window the server really has
+    (set ``LLM_CONTEXT_TOKENS`` to it, or lower ``ES_ANSWER_CONTEXT_CHARS``)."""
+
+    reason = "context_too_long"
 
 
 class SearchFailed(SearchError):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import elasticsearch
 from elastic_transport import ConnectionTimeout, SerializationError, TlsError, TransportError
 
+from embeddings import ContextTooLong as ProviderContextTooLong
 from embeddings import (
     InvalidEmbedding,
     InvalidResponse,
@@ -23,6 +24,7 @@ from ._errors import (
     AccessDenied,
     AuthenticationFailed,
     ConfigurationError,
+    ContextTooLong,
     DependencyError,
     DependencyUnavailable,
     IncompatibleServer,
@@ -241,6 +243,15 @@ def map_provider_error(exc: ProviderError, dependency: ProviderDependency) -> Se
     if isinstance(exc, ProviderUnavailable):
         reason = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "connection_error"
         return DependencyUnavailable(f"{what} unavailable: {exc}", dependency=dependency, reason=reason)
+    if isinstance(exc, ProviderContextTooLong):
+        return ContextTooLong(
+            f"{what} refused the prompt: it does not fit the model's context window ({exc}). Set LLM_CONTEXT_TOKENS "
+            "to the window the server really has (the answer's context is then cut to fit), or lower "
+            "ES_ANSWER_CONTEXT_CHARS",
+            dependency=dependency,
+            status=exc.status,
+            reason="context_too_long",
+        )
     if isinstance(exc, ProviderResponseError):
         return DependencyError(
             f"{what} answered {exc.status}: {exc}",

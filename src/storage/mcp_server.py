@@ -1,14 +1,18 @@
-"""An MCP server (stdio) exposing ``search``, ``get_document`` and ``answer`` over the configured index.
+"""An MCP server (stdio) serving the agent tool contract: ``search``, ``get_document`` and ``answer``.
 
-Run it as ``hybrid-search mcp`` (or ``python -m storage.mcp_server``); it reads the same environment as
-:meth:`SearchClient.from_settings` (``ES_URL``, ``ES_INDEX``, ``EMBEDDINGS_*``; ``LLM_*`` for ``answer``,
-which says it is not set up when no chat model is configured). Needs the ``mcp`` extra.
-An MCP host's configuration, for example::
+The tools, their input schemas (descriptions, bounds, no extra fields), the one-sentence refusals and the
+result texts are :mod:`storage.agent`'s — the same as :class:`~storage.agent.SearchTool` and the framework
+tools serve. Run it as ``hybrid-search [--url URL] [--index INDEX] mcp [--limit N] [--max-chars N] [--mode M]
+[--tenant T]`` (or ``python -m storage.mcp_server``, environment only). It reads the environment of
+:meth:`SearchClient.from_settings` (``ES_URL``, ``ES_INDEX``, ``EMBEDDINGS_*``; ``LLM_*`` for ``answer``) and
+the host policy from ``TOOL_*`` (:class:`~storage.agent.ToolSettings`); the command line wins. A policy that
+does not fit stops the server at start with the reason; a server it cannot reach (or no ``ES_URL``) does not:
+the tools are listed and every call answers with what to set up. Needs the ``mcp`` extra. A host's
+configuration, for example::
 
-    {"mcpServers": {"search": {"command": "hybrid-search", "args": ["mcp"],
-                               "env": {"ES_URL": "http://127.0.0.1:9200", "ES_INDEX": "documents"}}}}
+    {"mcpServers": {"search": {"command": "hybrid-search", "args": ["--index", "documents", "mcp"],
+                               "env": {"ES_URL": "http://127.0.0.1:9200"}}}}
 
-Tool results are the LLM-ready text of :mod:`storage.agent`; errors are short sentences, never tracebacks.
 Logs go to stderr (stdout is the protocol).
 """
 
@@ -17,96 +21,95 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from datetime import date
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
 
 from ._client import SearchClient
-from ._errors import ConfigurationError, SearchError
-from .agent import SearchTool, error_message, format_answer
+from ._errors import SearchError
+from ._settings import SearchSettings
+from .agent import SearchTool, ToolPolicy, ToolReply, ToolSettings, tool_specs
 
 __all__ = ["create_server", "main"]
 
+log = logging.getLogger("storage.mcp")
 
-def create_server(limit: int = 5) -> MCPServer[Any]:
-    """The server; its lifespan opens one :class:`SearchClient` and closes it on shutdown."""
-    state: dict[str, Any] = {}
+INSTRUCTIONS = (
+    "Search a document collection (keyword and semantic search combined) with `search`; cite results as "
+    "[#id]. Read a whole document with `get_document`; `answer` answers a question from the documents with "
+    "the sources it rests on, and says when it has none."
+)
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What the server's lifespan opened: the tool, or why there is none (said on every call)."""
+
+    tool: SearchTool | None
+    unavailable: str = ""
+
+
+def create_server(policy: ToolPolicy | None = None, settings: SearchSettings | None = None) -> Server[_Session]:
+    """The server. Its lifespan opens one :class:`SearchClient` (from ``settings``, default the environment)
+    and closes it on shutdown; ``policy`` (default ``TOOL_*``) is validated now."""
+    policy = policy if policy is not None else ToolSettings().policy()
+    specs = tool_specs(policy)
+    tools = [
+        types.Tool(name=spec.name, description=spec.description, input_schema=spec.function()["function"]["parameters"])
+        for spec in specs
+    ]
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
-        async with SearchClient.from_settings() as client:
-            state["client"] = client
-            state["tool"] = SearchTool(client, allowed_filters=("ticker", "doc_type", "date"), limit=limit)
-            yield {}
+    async def lifespan(_: Server[_Session]) -> AsyncIterator[_Session]:
+        async with AsyncExitStack() as stack:
+            try:
+                client = SearchClient.from_settings(settings if settings is not None else SearchSettings())
+                await stack.enter_async_context(client)
+            except (SearchError, ValueError) as exc:  # no ES_URL, bad settings: the server still answers
+                reason = str(exc).splitlines()[0]
+                log.warning("search is not available: %s", reason)
+                yield _Session(None, f"Search is not set up on this server: {reason}")
+                return
+            yield _Session(SearchTool(client, name=specs[0].name, policy=policy))
 
-    server: MCPServer[Any] = MCPServer(
+    async def list_tools(
+        _: ServerRequestContext[_Session], __: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[_Session], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session = ctx.lifespan_context
+        if session.tool is None:
+            reply = ToolReply(session.unavailable, True)
+        else:
+            reply = await session.tool.call(params.name, params.arguments)
+        # The text once: no structured copy of it (an agent would pay for it twice).
+        return types.CallToolResult(content=[types.TextContent(type="text", text=reply.text)], is_error=reply.error)
+
+    return Server(
         "hybrid-search",
-        instructions=(
-            "Search a document collection (keyword + semantic). Cite results as [#id]; read a full document "
-            "with get_document(id); answer(question) answers from the documents with its sources."
-        ),
+        instructions=INSTRUCTIONS,
         lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
     )
 
-    @server.tool(
-        name="search",
-        description="Search the documents; returns the best matches as a numbered list with [#id] citations.",
-    )
-    async def search(
-        query: str,
-        ticker: str | None = None,
-        doc_type: str | None = None,
-        date_from: date | None = None,
-        date_to: date | None = None,
-    ) -> str:
-        args = {"query": query, "ticker": ticker, "doc_type": doc_type, "date_from": date_from, "date_to": date_to}
-        tool: SearchTool = state["tool"]
-        return await tool.run({k: v for k, v in args.items() if v is not None})
 
-    @server.tool(name="get_document", description="Read one document in full by the id a result cited as [#id].")
-    async def get_document(id: str) -> str:
-        tool: SearchTool = state["tool"]
-        return await tool.get_document({"id": id})
-
-    @server.tool(
-        name="answer",
-        description=(
-            "Answer a question from the documents only, with the [#id] sources it is based on. Says so when the "
-            "documents do not contain the answer."
-        ),
-    )
-    async def answer(
-        question: str,
-        ticker: str | None = None,
-        doc_type: str | None = None,
-        date_from: date | None = None,
-        date_to: date | None = None,
-    ) -> str:
-        client: SearchClient = state["client"]
-        filters: dict[str, Any] = {k: v for k, v in (("ticker", ticker), ("doc_type", doc_type)) if v}
-        dates = {op: d.isoformat() for op, d in (("gte", date_from), ("lte", date_to)) if d is not None}
-        if dates:
-            filters["published_at"] = dates
-        if client.llm is None:
-            return "Answering is not set up on this server (no chat model configured). Use search instead."
-        if not question.strip():
-            return "Error: the question is empty. Call the tool again with the question to answer."
-        try:
-            result = await client.answer(question, filters=filters or None, limit=limit)
-        except ConfigurationError as exc:
-            return f"Answering is not available: {str(exc).splitlines()[0]}"
-        except SearchError as exc:
-            return error_message(exc, retry_after_s=client.settings.breaker_reset_s)
-        return format_answer(result)
-
-    return server
+async def serve(server: Server[_Session]) -> None:
+    """Serve ``server`` over stdio until the host closes it."""
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
 
 
-def main() -> None:
+def main(policy: ToolPolicy | None = None, settings: SearchSettings | None = None) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    create_server().run("stdio")
+    anyio.run(serve, create_server(policy, settings))
 
 
 if __name__ == "__main__":

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
+import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from embeddings import OpenAIEmbedder
-from storage import Document, SearchClient, SearchSettings
+from embeddings import LocalEmbedder, OpenAIChat, OpenAIEmbedder
+from storage import ConfigurationError, ContextTooLong, Document, SearchClient, SearchSettings
 from storage.agent import SearchTool
 
 from .._chat_server import ChatServer
@@ -45,7 +51,7 @@ async def test_the_schema_round_trips_and_the_output_cites_real_hits(tool: Searc
     params = fn["parameters"]
     assert params["required"] == ["query"]
     assert params["additionalProperties"] is False
-    assert set(params["properties"]) == {"query", "ticker", "date_from", "date_to"}  # no depth, no fusion
+    assert set(params["properties"]) == {"query", "limit", "ticker", "date_from", "date_to"}  # no depth, no fusion
     assert params["properties"]["date_from"]["anyOf"][0]["format"] == "date"
     # The model answers with JSON arguments built from that schema.
     out = await tool.run(json.dumps({"query": "revenue guidance", "ticker": "AAPL", "date_from": "2024-01-01"}))
@@ -95,52 +101,251 @@ def _hashing() -> object:
     return HashingEmbedder(dimensions=64)
 
 
-async def test_the_mcp_server_answers_a_real_mcp_client_session(tool: SearchTool, settings: SearchSettings) -> None:
+def _hashing_env(settings: SearchSettings, **extra: str) -> dict[str, str]:
     env = {
         "ES_URL": settings.url or "",
         "ES_INDEX": settings.index,
         "EMBEDDINGS_PROVIDER": "hashing",
         "EMBEDDINGS_DIMENSIONS": "64",
         "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
     }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "storage.mcp_server"], env=env)
+    return {k: v for k, v in {**env, **extra}.items() if v}
+
+
+def _text(result: object) -> str:
+    content = result.content  # type: ignore[attr-defined]
+    assert len(content) == 1  # the text once
+    return str(content[0].text)
+
+
+@asynccontextmanager
+async def _mcp(env: dict[str, str], *args: str) -> AsyncIterator[ClientSession]:
+    """A real MCP client session over stdio with ``hybrid-search [args]`` (default: ``mcp``)."""
+    argv = ["-m", "storage._cli", *(args or ("mcp",))]
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        yield session
+
+
+async def test_the_mcp_server_serves_the_tool_contract_to_a_real_mcp_client(
+    tool: SearchTool, settings: SearchSettings
+) -> None:
+    async with _mcp(_hashing_env(settings)) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
         assert set(tools) == {"search", "get_document", "answer"}
-        assert tools["search"].input_schema["required"] == ["query"]
-        result = await session.call_tool("search", {"query": "revenue guidance", "ticker": "AAPL"})
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert "[#aapl-1]" in text
-        assert not result.is_error
+        search = tools["search"].input_schema
+        assert search["required"] == ["query"]
+        assert search["additionalProperties"] is False
+        query, limit = search["properties"]["query"], search["properties"]["limit"]
+        assert query["description"]
+        assert (query["minLength"], query["maxLength"]) == (1, 500)
+        assert limit["description"]
+        assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 5)
+        assert {"ticker", "doc_type", "source", "date_from", "date_to"} <= set(search["properties"])
+        assert tools["get_document"].input_schema["properties"]["id"]["description"]
+        assert tools["answer"].input_schema["properties"]["question"]["description"]
+        assert "answer" in (tools["answer"].description or "").lower()
+
+        found = await session.call_tool("search", {"query": "revenue guidance", "ticker": "AAPL"})
+        assert not found.is_error
+        assert found.structured_content is None  # no second copy of the text
+        assert "[#aapl-1]" in _text(found)
         doc = await session.call_tool("get_document", {"id": "aapl-1"})
-        assert "iPhone demand" in doc.content[0].text  # type: ignore[union-attr]
+        assert "iPhone demand" in _text(doc)
+
+        # Arguments that do not fit: one sentence, flagged as an error, nothing searched on a guess.
+        extra = await session.call_tool("search", {"query": "x", "limit": 20, "sector": "tech"})
+        assert extra.is_error
+        assert _text(extra).startswith("Error: 'sector' is not an argument of this tool")
+        assert "\n" not in _text(extra)
+        wrong_type = await session.call_tool("search", {"query": 5})
+        assert wrong_type.is_error
+        assert _text(wrong_type) == "Error: query must be text. Fix the arguments and call the tool again."
+        too_many = await session.call_tool("search", {"query": "revenue", "limit": 21})
+        assert "limit must be at most 20" in _text(too_many)
         empty = await session.call_tool("search", {"query": ""})
-        assert "query is empty" in empty.content[0].text  # type: ignore[union-attr]
+        assert "query is empty" in _text(empty)
+
+        # limit=20: the header counts what is shown, and says when the rest did not fit.
+        twenty = _text(await session.call_tool("search", {"query": "revenue", "limit": 20}))
+        shown = twenty.count("\n   relevance") + twenty.count(" | relevance")
+        assert len(twenty) <= 4000
+        assert twenty.startswith(f"Showing {shown} of ") or twenty.startswith(f"{shown} results")
+
         no_llm = await session.call_tool("answer", {"question": "Why did Apple cut guidance?"})
-        assert "not set up" in no_llm.content[0].text  # type: ignore[union-attr]
+        assert no_llm.is_error
+        assert "not set up" in _text(no_llm)
+
+
+async def test_the_mcp_command_honours_index_url_and_the_tool_policy_from_the_command_line(
+    tool: SearchTool, settings: SearchSettings
+) -> None:
+    env = _hashing_env(settings, ES_URL="", ES_INDEX="not-this-index", TOOL_LIMIT="2")
+    args = ("--url", settings.url or "", "--index", settings.index, "mcp", "--limit", "3", "--max-chars", "1200")
+    async with _mcp(env, *args) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert tools["search"].input_schema["properties"]["limit"]["default"] == 3
+        text = _text(await session.call_tool("search", {"query": "revenue"}))
+        assert len(re.findall(r"^\d+\. \[#", text, flags=re.MULTILINE)) == 3
+        assert len(text) <= 1200
+
+
+async def test_an_mcp_server_started_without_es_url_tells_the_client_what_to_set() -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    async with _mcp(env | {"EMBEDDINGS_PROVIDER": "hashing", "EMBEDDINGS_DIMENSIONS": "64"}) as session:
+        assert len((await session.list_tools()).tools) == 3
+        result = await session.call_tool("search", {"query": "revenue"})
+    assert result.is_error
+    text = _text(result)
+    assert text.startswith("Search is not set up on this server: No Elasticsearch configured: set ES_URL")
+    assert "python -m storage.local_es start" in text
+
+
+def test_a_host_mistake_stops_the_mcp_command_at_start_with_the_reason() -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    for args, said in (
+        (["mcp", "--limit", "100000"], "limit: Input should be less than or equal to 50"),
+        (["mcp", "--mode", "semantic"], "mode must be one of bm25, knn, hybrid, not 'semantic'"),
+        (["mcp", "--filters", "ticker,sector"], "unknown filters ['sector']"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "storage._cli", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, done.stderr
+        assert said in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+async def test_a_host_mistake_is_a_configuration_error_when_the_tool_is_built(client: SearchClient) -> None:
+    with pytest.raises(ConfigurationError, match="mode must be one of bm25, knn, hybrid, not 'semantic'"):
+        SearchTool(client, mode="semantic")
+    with pytest.raises(ConfigurationError, match="limit"):
+        SearchTool(client, limit=100000)
+    with pytest.raises(ConfigurationError, match=r"limit \(30\) is above max_limit \(20\)"):
+        SearchTool(client, limit=30)
+
+
+async def test_nonsense_gets_no_matches_below_the_similarity_floor(tool: SearchTool, client: SearchClient) -> None:
+    nearest = await client.search("zzqxj flurbo", mode="knn")
+    assert nearest.hits  # nonsense has nearest neighbours
+    floored = SearchTool(client, min_similarity=max(h.leg_scores["knn"] for h in nearest.hits) + 0.01)
+    assert (await floored.run({"query": "zzqxj flurbo"})).startswith('No matches for "zzqxj flurbo"')
+    assert "[#aapl-1]" in await floored.run({"query": "revenue guidance"})  # keyword hits always stay
+    unfloored = SearchTool(client, min_similarity=0)
+    assert "[#" in await unfloored.run({"query": "zzqxj flurbo"})  # nearest neighbours of nonsense
+
+
+async def test_the_default_model_s_floor_hides_nonsense_and_keeps_a_semantic_match(
+    settings: SearchSettings,
+) -> None:
+    embedder = LocalEmbedder()
+    assert embedder.similarity_floor > 0.5
+    async with SearchClient.from_settings(settings, embedder=embedder) as client:
+        await client.ensure_index()
+        assert (await client.index_documents(DOCS[:2], refresh=True)).ok
+        tool = SearchTool(client)
+        assert tool.min_similarity == embedder.similarity_floor
+        for nonsense in ("zzqxj flurbo", "qwpoeiru"):
+            assert (await tool.run({"query": nonsense})).startswith("No matches")
+        meaning = await tool.run({"query": "smartphone sales slump hurts forecast"})  # no word in common
+        assert "[#aapl-1]" in meaning
+        assert "keyword #" not in meaning.split("[#aapl-1]")[1].split("\n")[1]
+
+
+# -- answers against the real local chat server --------------------------------------------------------
+
+
+def _chat(chat_server: ChatServer, **options: int) -> OpenAIChat:
+    return OpenAIChat(
+        model=chat_server.model,
+        base_url=chat_server.base_url,
+        max_tokens=options.pop("max_tokens", 64),
+        context_tokens=options.pop("context_tokens", chat_server.context_tokens),
+    )
 
 
 @pytest.mark.slow
-async def test_the_mcp_answer_tool_answers_from_the_documents_with_sources(
+async def test_an_answer_with_nothing_in_its_context_never_calls_the_model(
     tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
 ) -> None:
-    env = {
-        "ES_URL": settings.url or "",
-        "ES_INDEX": settings.index,
-        "EMBEDDINGS_PROVIDER": "hashing",
-        "EMBEDDINGS_DIMENSIONS": "64",
-        "LLM_PROVIDER": "openai",
-        "LLM_BASE_URL": chat_server.base_url,
-        "LLM_MODEL": chat_server.model,
-        "LLM_MAX_TOKENS": "64",
-        "PATH": os.environ.get("PATH", ""),
-    }
-    params = StdioServerParameters(command=sys.executable, args=["-m", "storage.mcp_server"], env=env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        result = await session.call_tool("answer", {"question": "Why did Apple cut its revenue guidance?"})
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert not result.is_error
-        assert "Sources:" in text
-        assert "[#" in text.split("Sources:")[1]  # cited entries, or all of them when the model cited none
+    llm = _chat(chat_server, max_tokens=256, context_tokens=350)  # the answer's room leaves none for documents
+    async with SearchClient.from_settings(settings, embedder=_hashing(), llm=llm) as client:  # type: ignore[arg-type]
+        answer = await client.answer("Why did Apple cut its revenue guidance?", limit=20)
+        text = await SearchTool(client).answer({"question": "Why did Apple cut its revenue guidance?"})
+    assert answer.status == "no_context"
+    assert answer.entries == []
+    assert answer.context_chars == 0
+    assert answer.timings.llm_ms is None  # the model was not asked
+    assert answer.usage is None
+    assert answer.sources == []
+    assert "citing ." not in answer.reasoning
+    assert text.startswith("No answer: the documents found did not fit the answering model's context")
+    assert "Sources:" not in text
+
+
+@pytest.mark.slow
+async def test_an_uncited_answer_is_flagged_on_every_surface(
+    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+) -> None:
+    question = "What is the capital of Mongolia?"  # not in the documents; this model answers it anyway
+    async with SearchClient.from_settings(settings, embedder=_hashing(), llm=_chat(chat_server)) as client:  # type: ignore[arg-type]
+        answer = await client.answer(question, limit=5)
+        agent = await SearchTool(client).answer({"question": question})
+    # The library's result.
+    assert answer.status == "answered"
+    assert answer.uncited
+    assert answer.sources == []
+    assert answer.citations == [e.id for e in answer.entries]  # what it drew on: the whole context
+    # The agent tool.
+    assert agent.startswith("Uncited answer (not supported by a source): ")
+    assert "Sources:" not in agent
+    assert "Documents it was given (not cited):" in agent
+    # The MCP server.
+    env = _hashing_env(
+        settings,
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=chat_server.base_url,
+        LLM_MODEL=chat_server.model,
+        LLM_MAX_TOKENS="64",
+    )
+    async with _mcp(env) as session:
+        result = await session.call_tool("answer", {"question": question})
+    assert not result.is_error
+    assert _text(result).startswith("Uncited answer (not supported by a source): ")
+    assert "Sources:" not in _text(result)
+    # The command line.
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(Path(sys.executable).parent / "hybrid-search"), "ask", question, "--limit", "5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "uncited: the model cited none of the entries it was given" in done.stdout
+    assert "sources:" not in done.stdout
+
+
+@pytest.mark.slow
+async def test_a_context_beyond_the_model_s_real_window_is_a_typed_error(
+    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+) -> None:
+    llm = _chat(chat_server, context_tokens=chat_server.context_tokens * 8)  # claims a window it does not have
+    long_docs = [
+        Document(id=f"long-{i}", title=f"Revenue report {i}", text=f"revenue grew in region {i}. " * 300)
+        for i in range(12)
+    ]
+    roomy = settings.model_copy(update={"answer_context_chars": 100_000})
+    async with SearchClient.from_settings(roomy, embedder=_hashing(), llm=llm) as client:  # type: ignore[arg-type]
+        assert (await client.index_documents(long_docs, refresh=True)).ok
+        answer = await client.answer("How did revenue grow?", limit=12)
+        with pytest.raises(ContextTooLong, match="does not fit its context window"):
+            await client.answer("How did revenue grow?", limit=12, strict=True)
+        text = await SearchTool(client, limit=12).answer({"question": "How did revenue grow?"})
+    assert answer.status == "llm_failed"
+    assert answer.degraded_reason == "llm_context_too_long"
+    assert "LLM_CONTEXT_TOKENS" in (answer.error or "")
+    assert text.startswith("No answer: the answering model failed (llm_context_too_long)")

@@ -139,7 +139,9 @@ async def test_a_real_model_streams_the_same_answer_in_deltas(real_llm_client: S
 
 
 @pytest.mark.slow
-def test_the_cli_streams_an_answer_and_lists_its_sources(settings: SearchSettings, chat_server: ChatServer) -> None:
+def test_the_cli_streams_an_answer_and_lists_its_sources_or_says_it_cites_none(
+    settings: SearchSettings, chat_server: ChatServer
+) -> None:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/tmp"),
@@ -166,8 +168,8 @@ def test_the_cli_streams_an_answer_and_lists_its_sources(settings: SearchSetting
             timeout=180,
         )
         assert done.returncode == 0, done.stderr
-        assert "sources" in done.stdout
-        assert "[#aapl-guidance]" in done.stdout or "[#" in done.stdout
+        assert "\nsources:" in done.stdout or "\nuncited:" in done.stdout  # never a list it did not cite
+        assert "[#aapl-guidance]" in done.stdout
         assert "smollm2-135m" in done.stdout
         as_json = subprocess.run(
             [exe, "ask", "What happened to Tesla deliveries?", "--json", "--limit", "3"],

@@ -16,7 +16,16 @@ from langchain_core.documents import Document as LangChainDocument
 from llama_index.core.schema import NodeWithScore
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
-from storage import ConfigurationError, Document, ResiliencePolicy, SearchClient, SearchFailed, SearchSettings
+from storage import (
+    ConfigurationError,
+    Document,
+    InvalidQuery,
+    ResiliencePolicy,
+    SearchClient,
+    SearchFailed,
+    SearchSettings,
+)
+from storage.agent import SearchTool
 from storage.integrations import haystack as hs
 from storage.integrations import langchain as lc
 from storage.integrations import llama_index as li
@@ -199,6 +208,38 @@ async def test_langchain_batch_and_per_call_options(loaded: SearchClient) -> Non
     assert [d.id for d in in_threads[0]] == [d.id for d in batched[0]]
     only_msft = await retriever.ainvoke(QUERY, filters={"ticker": "MSFT"}, limit=5)
     assert {d.metadata["ticker"] for d in only_msft} == {"MSFT"}
+
+
+async def test_an_empty_query_in_a_langchain_retriever_tool_reaches_the_model_as_a_sentence(
+    loaded: SearchClient,
+) -> None:
+    from langchain_core.tools import create_retriever_tool
+
+    retriever = lc.HybridSearchRetriever(client=loaded)
+    tool = create_retriever_tool(retriever, "search_documents", "Search the documents.")
+    tool.handle_tool_error = True
+    observation = await tool.ainvoke({"query": "  "})  # the agent loop goes on: the model reads why
+    assert "empty" in observation
+    with pytest.raises(InvalidQuery):  # outside a tool, still the library's typed error
+        await retriever.ainvoke("")
+
+
+async def test_the_langchain_agent_tools_serve_the_one_tool_contract(loaded: SearchClient) -> None:
+    agent_tool = SearchTool(loaded, allowed_filters=("ticker",), limit=2)
+    tools = {t.name: t for t in lc.agent_tools(agent_tool)}
+    assert set(tools) == {"search_documents", "get_document", "answer"}
+    schema = tools["search_documents"].tool_call_schema.model_json_schema()
+    assert set(schema["properties"]) == {"query", "limit", "ticker"}
+    assert schema["properties"]["limit"]["maximum"] == 20
+    found = await tools["search_documents"].ainvoke({"query": QUERY, "ticker": "MSFT"})
+    assert found == await agent_tool.run({"query": QUERY, "ticker": "MSFT"})  # the same text as every surface
+    assert await asyncio.to_thread(tools["search_documents"].invoke, {"query": QUERY, "ticker": "MSFT"}) == found
+    refused = await tools["search_documents"].ainvoke({"query": QUERY, "sector": "tech"})
+    assert refused.startswith("Error: 'sector' is not an argument of this tool")
+    empty = await tools["search_documents"].ainvoke({"query": ""})
+    assert empty == "Error: the query is empty. Call the tool again with a few words describing what to find."
+    assert (await tools["get_document"].ainvoke({"id": "aapl-1"})).startswith("[#aapl-1] Apple cuts revenue")
+    assert "not set up" in await tools["answer"].ainvoke({"question": "Why?"})
 
 
 async def test_llama_index_nodes_keep_the_provenance_out_of_the_llm_text(loaded: SearchClient) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from storage import SearchHit, SearchResponse
+from typing import Any
+
+from storage import Answer, SearchHit, SearchResponse
+from storage._answers import AnswerEntry, AnswerTimings
 from storage._errors import CircuitOpen, InvalidQuery, Overloaded, SearchFailed
-from storage.agent import assemble_context, error_message, extract_citations, format_results
+from storage.agent import assemble_context, error_message, extract_citations, format_answer, format_results
 
 
 def _hit(i: int, text: str = "", **source: str) -> SearchHit:
@@ -48,7 +51,19 @@ def test_the_observation_stays_within_its_budget_and_says_what_it_left_out() -> 
     hits = [_hit(i) for i in range(1, 30)]
     text = format_results(_response(hits), max_chars=1200, snippet_chars=200)
     assert len(text) <= 1200
-    assert "more results left out" in text
+    assert text.startswith('Showing 11 of 29 results for "revenue" (the rest did not fit)')
+    assert text.count("\n   relevance") == 11
+
+
+def test_asked_for_many_results_snippets_shorten_before_results_are_left_out() -> None:
+    hits = [_hit(i, text=f"revenue detail {i} " * 40) for i in range(1, 21)]
+    for hit in hits:
+        hit.highlights.clear()
+    text = format_results(_response(hits), max_chars=4000, snippet_chars=280)
+    assert len(text) <= 4000
+    assert text.startswith('20 results for "revenue"')
+    few = format_results(_response(hits[:3]), max_chars=4000, snippet_chars=280)
+    assert max(len(line) for line in few.splitlines()) > 200  # few results keep their whole snippet
     tiny = format_results(_response(hits[:1]), max_chars=150)
     assert "[#d1]" in tiny
 
@@ -92,3 +107,42 @@ def test_citations_are_unique_in_order_and_fall_back_to_everything_included() ->
     included = ["a", "b", "c"]
     assert extract_citations("B says [#b], and [#a]; again [#b] and [#zz].", included) == ["b", "a"]
     assert extract_citations("No citations here.", included) == included
+
+
+def _answer(**fields: Any) -> Answer:
+    entries = [AnswerEntry(id=f"d{i}", title=f"Title {i}", score=1.0, rank=i) for i in (1, 2)]
+    values: dict[str, Any] = {
+        "question": "Why?",
+        "answer": "Because [#d2].",
+        "status": "answered",
+        "citations": ["d2"],
+        "entries": entries,
+        "search": _response([_hit(1), _hit(2)]),
+        "timings": AnswerTimings(search_ms=1.0, total_ms=2.0),
+        "reasoning": "",
+    }
+    return Answer(**(values | fields))
+
+
+def test_a_cited_answer_lists_only_the_sources_it_cites() -> None:
+    text = format_answer(_answer())
+    assert text == "Because [#d2].\n\nSources:\n[#d2] Title 2"
+
+
+def test_an_uncited_answer_is_never_shown_with_sources() -> None:
+    answer = _answer(answer="Ulaanbaatar.", citations=["d1", "d2"], citations_fallback=True)
+    assert answer.uncited
+    assert answer.sources == []
+    text = format_answer(answer)
+    assert text.startswith("Uncited answer (not supported by a source): Ulaanbaatar.")
+    assert "Sources:" not in text
+    assert "Documents it was given (not cited):\n[#d1] Title 1\n[#d2] Title 2" in text
+
+
+def test_an_answer_with_no_context_or_a_failed_model_says_so() -> None:
+    none_fit = format_answer(_answer(answer=None, status="no_context", citations=[], entries=[]))
+    assert none_fit.startswith("No answer: the documents found did not fit the answering model's context")
+    assert "[#d1] Title 1" in none_fit
+    failed = format_answer(_answer(answer=None, status="llm_failed", degraded_reason="llm_context_too_long"))
+    assert failed.startswith("No answer: the answering model failed (llm_context_too_long).")
+    assert "Sources:" not in failed

@@ -9,7 +9,7 @@ from typing import Annotated, TextIO, cast
 import typer
 from rich.table import Table
 
-from .._answers import Answer, AnswerDelta
+from .._answers import Answer, AnswerDelta, AnswerEntry
 from .._requests import QuerySyntax
 from .._results import SearchResponse
 from ._app import app, err, open_client, out, parse_filters, run, search_mode
@@ -109,26 +109,44 @@ def ask(
     run(go())
 
 
+def _where(entry: AnswerEntry) -> str:
+    spans = (
+        ", ".join(f"{a}-{b}" for a, b in entry.passages[:3])
+        if len(entry.passages) > 1 or (entry.passages and entry.passages[0][0] > 0)
+        else ""
+    )
+    return (f" ({entry.source})" if entry.source else "") + (f" [characters {spans}]" if spans else "")
+
+
 def print_answer(answer: Answer, *, streamed: bool = False) -> None:
-    """The answer (unless already streamed), then the cited sources and what went wrong, if anything."""
+    """The answer (unless already streamed), then the cited sources and what went wrong, if anything. An
+    answer that cites nothing is never shown with sources: it says it is unsupported."""
     if answer.status == "llm_failed":
         if streamed:
             out.print("", markup=False)
         err.print(f"no answer: the chat model failed ({answer.degraded_reason}): {answer.error}", markup=False)
+    elif answer.status == "no_context":
+        err.print("no answer: what the search found does not fit the chat model's context (see LLM_CONTEXT_TOKENS)")
     elif not streamed or answer.status == "nothing_found":
         out.print(answer.answer or "", markup=False)
     else:
         out.print("", markup=False)
     if answer.sources:
-        label = "sources (the answer cited none: all entries it was given)" if answer.citations_fallback else "sources"
-        out.print(f"\n{label}:", markup=False)
+        out.print("\nsources:", markup=False)
         for entry in answer.sources:
-            where = f" ({entry.source})" if entry.source else ""
-            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}{where}", markup=False)
-    elif answer.status == "llm_failed" and answer.entries:
-        out.print("\nretrieved (not answered):", markup=False)
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}{_where(entry)}", markup=False)
+    elif answer.uncited:
+        out.print(
+            "\nuncited: the model cited none of the entries it was given, so nothing supports this answer. "
+            "The entries were:",
+            markup=False,
+        )
         for entry in answer.entries:
-            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}", markup=False)
+            out.print(f"  [#{entry.id}] {entry.title or '(untitled)'}{_where(entry)}", markup=False)
+    elif answer.status in ("llm_failed", "no_context") and (answer.entries or answer.search.hits):
+        out.print("\nretrieved (not answered):", markup=False)
+        for hit in answer.search.hits:
+            out.print(f"  [#{hit.id}] {hit.title or '(untitled)'}", markup=False)
     if answer.invented_citations:
         invented = ", ".join("#" + c for c in answer.invented_citations)
         out.print(f"not in the documents (invented by the model, ignored): {invented}", markup=False)

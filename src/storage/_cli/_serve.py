@@ -10,20 +10,56 @@ from typing import Annotated
 
 import typer
 
-from ._app import app, err, out
+from ._app import app, err, out, settings
 
 # -- mcp and kibana ------------------------------------------------------------------------------------
 
 
 @app.command()
-def mcp() -> None:
-    """Serve the search and get_document tools over MCP (stdio). Needs the 'mcp' extra."""
+def mcp(
+    limit: Annotated[int | None, typer.Option(help="Results a search returns by default [TOOL_LIMIT; 5].")] = None,
+    max_limit: Annotated[
+        int | None, typer.Option(help="The most results the model may ask for [TOOL_MAX_LIMIT; 20].")
+    ] = None,
+    max_chars: Annotated[
+        int | None, typer.Option(help="Characters of a tool's reply at most [TOOL_MAX_CHARS; 4000].")
+    ] = None,
+    mode: Annotated[str | None, typer.Option(help="hybrid, bm25 or knn [TOOL_MODE; hybrid].")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Search only this tenant's documents [TOOL_TENANT_ID].")] = None,
+    filters: Annotated[
+        str | None,
+        typer.Option(help="Filters the model may use, comma-separated: ticker,doc_type,source,date [TOOL_FILTERS]."),
+    ] = None,
+    min_similarity: Annotated[
+        float | None,
+        typer.Option(help="Hide semantic-only results below this similarity; 0 shows all [TOOL_MIN_SIMILARITY]."),
+    ] = None,
+) -> None:
+    """Serve the search, get_document and answer tools over MCP (stdio), on --url / --index. Needs the 'mcp'
+    extra. Without ES_URL the server still starts; every call then says what to set."""
     try:
         from ..mcp_server import main as serve
     except ImportError:
         err.print("error: the MCP server needs the 'mcp' extra: pip install 'hybrid-search-es[mcp]'", markup=False)
         raise typer.Exit(2) from None
-    serve()
+    from .._errors import ConfigurationError
+    from ..agent import ToolSettings
+
+    try:
+        policy = ToolSettings().policy(
+            limit=limit,
+            max_limit=max_limit,
+            max_chars=max_chars,
+            mode=mode,
+            tenant_id=tenant,
+            allowed_filters=filters,
+            min_similarity=min_similarity,
+        )
+        search_settings = settings()
+    except (ConfigurationError, ValueError) as exc:
+        err.print(f"error: {str(exc).splitlines()[0]}", markup=False)
+        raise typer.Exit(2) from None
+    serve(policy, search_settings)
 
 
 @app.command("kibana-import")

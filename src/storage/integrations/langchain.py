@@ -13,7 +13,15 @@ hybrid on the Basic license (fused in the client, where LangChain's Elasticsearc
 retriever Basic refuses). Each :class:`~langchain_core.documents.Document` has the title and text as
 ``page_content``, the hit's id as ``id`` and in ``metadata["id"]``, and the provenance in ``metadata``
 (scores, per-leg ranks and scores, highlights, ``degraded`` / ``partial``). Per-call options override the
-retriever's: ``retriever.invoke("q", filters={...}, limit=3)``.
+retriever's: ``retriever.invoke("q", filters={...}, limit=3)``. An empty or unusable query raises
+:class:`InvalidToolQuery`: an :class:`~storage.InvalidQuery` that is also LangChain's ``ToolException``, so a
+``create_retriever_tool(..., handle_tool_error=True)`` tool hands the sentence to the model instead of
+ending the agent's loop.
+
+For agents, :func:`agent_tools` serves the one tool contract of :mod:`storage.agent` as LangChain tools —
+the same arguments, schemas, refusals and texts as the MCP server::
+
+    tools = agent_tools(SearchTool(client, limit=5, allowed_filters=("ticker", "date")))
 """
 
 from __future__ import annotations
@@ -24,18 +32,30 @@ try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
+    from langchain_core.tools import BaseTool, StructuredTool, ToolException
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the LangChain retriever needs the 'langchain' extra: pip install 'hybrid-search-es[langchain]'"
     ) from exc
 
-from pydantic import ConfigDict, Field, PrivateAttr
+from collections.abc import Callable
+
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from .._client import SearchClient
+from .._errors import InvalidQuery
 from .._settings import SearchSettings
+from ..agent import SearchTool, ToolReply, ToolSpec
+from ..agent._contract import refusal
+from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore
 
-__all__ = ["HybridSearchRetriever"]
+__all__ = ["HybridSearchRetriever", "InvalidToolQuery", "agent_tools"]
+
+
+class InvalidToolQuery(InvalidQuery, ToolException):
+    """An :class:`InvalidQuery` from the retriever (an empty query...): also a ``ToolException``, so a LangChain
+    tool with ``handle_tool_error`` gives the model the sentence."""
 
 
 def _document(hit: Retrieved) -> Document:
@@ -84,12 +104,22 @@ class HybridSearchRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
-        return [_document(hit) for hit in self._core.search(query, **overrides)]
+        try:
+            return [_document(hit) for hit in self._core.search(query, **overrides)]
+        except InvalidToolQuery:
+            raise
+        except InvalidQuery as exc:
+            raise InvalidToolQuery(str(exc)) from exc
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
-        return [_document(hit) for hit in await self._core.asearch(query, **overrides)]
+        try:
+            return [_document(hit) for hit in await self._core.asearch(query, **overrides)]
+        except InvalidToolQuery:
+            raise
+        except InvalidQuery as exc:
+            raise InvalidToolQuery(str(exc)) from exc
 
     def close(self) -> None:
         """Close the client this retriever made (``from_settings``); a client you gave stays open."""
@@ -97,3 +127,38 @@ class HybridSearchRetriever(BaseRetriever):
 
     async def aclose(self) -> None:
         await self._core.aclose()
+
+
+def agent_tools(tool: SearchTool) -> list[BaseTool]:
+    """``tool``'s search, get_document and answer as LangChain tools: the contract's argument schemas (with
+    their descriptions and bounds), its one-sentence refusals for bad arguments, its texts as results. A
+    refusal or a failed search reaches the model as the tool's output (``ToolException``, handled), never
+    as an exception that ends the agent's loop. Sync calls run on the client's loop (see ``_bridge``)."""
+    bridge = ClientBridge(tool.client)
+    return [_structured(tool, spec, bridge) for spec in tool.specs]
+
+
+def _structured(tool: SearchTool, spec: ToolSpec, bridge: ClientBridge) -> BaseTool:
+    names = sorted(spec.arguments.model_fields)
+
+    def reply(answer: ToolReply) -> str:
+        if answer.error:
+            raise ToolException(answer.text)
+        return answer.text
+
+    async def acall(**arguments: object) -> str:
+        return reply(await bridge.arun(lambda _: tool.call(spec.name, arguments)))
+
+    def call(**arguments: object) -> str:
+        return reply(bridge.run(lambda _: tool.call(spec.name, arguments)))
+
+    refuse: Callable[[ValidationError], str] = lambda exc: refusal(exc, names)  # noqa: E731
+    return StructuredTool.from_function(
+        func=call,
+        coroutine=acall,
+        name=spec.name,
+        description=spec.description,
+        args_schema=spec.arguments,
+        handle_tool_error=True,
+        handle_validation_error=refuse,
+    )
