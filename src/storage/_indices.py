@@ -8,11 +8,13 @@ from typing import Any, cast
 from embeddings import Embedder
 
 from ._backend import Backend
+from ._compat import server_version, too_old
 from ._errors import (
     AccessDenied,
     AnalyzerUnavailable,
     ConfigurationError,
     DimensionMismatch,
+    IncompatibleServer,
     IndexNotFound,
     ModelMismatch,
     PassagesMismatch,
@@ -62,6 +64,7 @@ class IndexManager:
         b = self._b
         b.check_open()
         await b.probe_embedder()
+        await self._check_server()
         alias = self.alias
         existing = await self._get_index(alias)
         if existing is None:
@@ -81,6 +84,14 @@ class IndexManager:
         b.metadata.remember(alias, existing)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
+
+    async def _check_server(self) -> None:
+        """A server older than :data:`MINIMUM_SERVER` is refused here, by name, before anything is created."""
+        b = self._b
+        info = await b.es_call(lambda: b.es.info())
+        reason = too_old(server_version(info.body))
+        if reason is not None:
+            raise IncompatibleServer(f"{reason}: upgrade the server (any version from 8.12 to 9.x works)")
 
     async def create_index_version(self) -> str:
         b = self._b

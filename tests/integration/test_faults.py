@@ -16,6 +16,7 @@ import warnings
 from collections.abc import AsyncIterator
 
 import pytest
+from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
 from storage import (
@@ -24,6 +25,7 @@ from storage import (
     DependencyError,
     DependencyUnavailable,
     Document,
+    IncompatibleServer,
     ResiliencePolicy,
     SearchClient,
     SearchFailed,
@@ -470,3 +472,20 @@ async def test_closing_the_client_during_backoff_ends_the_call_promptly_and_leak
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     print(f"\nclosed during a 3 s backoff: ClientClosed after {elapsed * 1000:.0f} ms, one search attempt, no session")
+
+
+async def test_a_server_older_than_the_floor_is_refused_by_name_before_anything_is_created(
+    proxy: FaultProxy, index_name: str, es: AsyncElasticsearch
+) -> None:
+    old = {"name": "old", "cluster_name": "old", "version": {"number": "8.11.3"}, "tagline": "You Know, for Search"}
+    async with _client(proxy.url, index_name) as c:
+        await proxy.set_mode(
+            "inject",
+            inject_times=1,
+            inject_status=200,
+            inject_headers={"x-elastic-product": "Elasticsearch", "content-type": "application/json"},
+            inject_body=json.dumps(old).encode(),
+        )
+        with pytest.raises(IncompatibleServer, match=r"8\.11 is older than 8\.12, the oldest this library supports"):
+            await c.ensure_index()
+    assert not (await es.indices.get(index=f"{index_name}*")).body  # nothing was created

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -319,6 +320,13 @@ class LocalElasticsearch:
             partial.rename(config)
         with contextlib.suppress(FileNotFoundError):
             (config / "elasticsearch.keystore.tmp").unlink()
+        # Before 8.13 the JVM's own logs (GC, fatal errors) go to ``logs/`` relative to the working directory,
+        # the distribution's folder, which the node's user may not write: point them at this node's logs.
+        options = config / "jvm.options"
+        text = options.read_text()
+        pinned = re.sub(r"(?<=[=:])logs/", f"{self.instance_dir / 'logs'}/", text)
+        if pinned != text:
+            options.write_text(pinned)
 
     def _prepare_security(self, home: Path, java_home: Path) -> None:
         """TLS certificates (elasticsearch-certutil) and a file-realm superuser (elasticsearch-users) in this

@@ -90,9 +90,22 @@ def _java_release(version: str) -> str:
     return "17" if version.startswith("8.") else "21"
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
+def _sources(plugin: _Plugin, version: str) -> list[Path]:
+    """The plugin's Java sources for ``version``: those every version shares, and those of its newest
+    ``api-<major.minor>`` folder not newer than the server (where an extension point changed signature)."""
+    folder = SOURCES / plugin.source_dir
+    since = {d: _release(d.name.removeprefix("api-")) for d in folder.glob("api-*") if d.is_dir()}
+    newest = max((d for d in since if since[d] <= _release(version)), key=since.__getitem__, default=None)
+    return sorted(folder.glob("*.java")) + (sorted(newest.glob("*.java")) if newest else [])
+
+
 def _fingerprint(plugin: _Plugin, version: str) -> str:
     digest = hashlib.sha256(f"{version}\n{plugin}\n".encode())
-    for path in sorted((SOURCES / plugin.source_dir).glob("*.java")):
+    for path in _sources(plugin, version):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -144,7 +157,7 @@ def _build(plugin: _Plugin, home: Path, version: str, java_home: Path, out: Path
     classes = out.parent / f"{plugin.name}-classes"
     shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
-    sources = sorted(str(p) for p in (SOURCES / plugin.source_dir).glob("*.java"))
+    sources = [str(p) for p in _sources(plugin, version)]
     cmd = [
         str(javac),
         "--release",
