@@ -85,13 +85,15 @@ async def test_get_root_answers_like_a_full_distribution(es: AsyncElasticsearch)
 
 
 @pytest.mark.smoke
-async def test_an_api_version_the_server_rejects_is_incompatible_server(es: AsyncElasticsearch) -> None:
+async def test_an_api_version_the_server_rejects_is_incompatible_server(es: AsyncElasticsearch, es_url: str) -> None:
     """What the 9.x client sends on every request (`compatible-with=9`): an 8.x server rejects it, and the
-    rejection maps to IncompatibleServer with the fix; a 9.x server accepts it."""
+    rejection maps to IncompatibleServer with the fix; a 9.x server accepts it. (A plain client: the ``es``
+    fixture's CompatibleTransport would answer the refusal by resending with compatible-with=8.)"""
     server_major = int((await es.info())["version"]["number"].split(".")[0])
     compat9 = "application/vnd.elasticsearch+json; compatible-with=9"
+    plain = AsyncElasticsearch(es_url, request_timeout=30)
     try:
-        await es.perform_request("GET", "/_cluster/health", headers={"accept": compat9})
+        await plain.perform_request("GET", "/_cluster/health", headers={"accept": compat9})
     except elasticsearch.ApiError as exc:
         assert server_major == 8
         mapped = map_es_error(exc)
@@ -99,6 +101,8 @@ async def test_an_api_version_the_server_rejects_is_incompatible_server(es: Asyn
         assert "elasticsearch[async]>=8.14,<9" in str(mapped)
     else:
         assert server_major >= 9
+    finally:
+        await plain.close()
 
 
 @pytest.mark.client9
