@@ -50,6 +50,7 @@ from ._errors import (
     SearchFailed,
     TLSFailed,
 )
+from ._facets import FacetSpec
 from ._filters import Exists, Filter, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
 from ._fusion_setting import FusionSetting, FusionSource
@@ -75,7 +76,17 @@ from ._requests import (
     SearchRequest,
 )
 from ._resilience import ResiliencePolicy
-from ._results import LegReport, RerankReport, SearchHit, SearchPage, SearchResponse, ShardReport
+from ._results import (
+    Facet,
+    FacetBucket,
+    HitGroup,
+    LegReport,
+    RerankReport,
+    SearchHit,
+    SearchPage,
+    SearchResponse,
+    ShardReport,
+)
 from ._settings import SearchSettings
 from ._syntax import QuerySyntaxError
 from .evaluation import Judgments, default_grid, load_judgments, tune
@@ -107,12 +118,16 @@ __all__ = [
     "Document",
     "ElasticsearchNotConfigured",
     "Exists",
+    "Facet",
+    "FacetBucket",
+    "FacetSpec",
     "FailedDocument",
     "Filter",
     "FusedHit",
     "FusionMethod",
     "FusionSetting",
     "FusionSource",
+    "HitGroup",
     "IncompatibleServer",
     "IndexNotFound",
     "IndexProgress",

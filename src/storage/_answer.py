@@ -107,6 +107,7 @@ class Answerer:
             highlight=True,
             index=r.index,
             rerank=r.rerank,
+            diversity=r.diversity,
         )
 
     def _options(self, r: AnswerRequest) -> tuple[AnswerPrompt, int, float]:

@@ -20,7 +20,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from elasticsearch import AsyncElasticsearch
@@ -56,6 +56,8 @@ class TargetInfo:
     passage_setting: PassageSetting | None = None
     #: Its newest index records each document's content hash (writes skip unchanged documents).
     content_hash: bool = False
+    #: The mapped type of each ``metadata.<key>`` in any of its indices (what a facet may count).
+    metadata_types: Mapping[str, str] = field(default_factory=dict)
 
 
 def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
@@ -66,7 +68,20 @@ def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
     layouts = [_has_passages(info) for info in mappings.values()]
     setting = stored_passages(index_meta(mappings, newest).get("embedding"))
     props = mappings[newest].get("mappings", {}).get("properties", {}) if isinstance(mappings[newest], Mapping) else {}
-    return TargetInfo(stored_setting(mappings), all(layouts), setting, "content_hash" in props)
+    return TargetInfo(
+        stored_setting(mappings), all(layouts), setting, "content_hash" in props, _metadata_types(mappings)
+    )
+
+
+def _metadata_types(mappings: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for info in mappings.values():
+        props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+        keys = props.get("metadata", {}).get("properties", {}) if isinstance(props, Mapping) else {}
+        for key, spec in keys.items() if isinstance(keys, Mapping) else ():
+            if isinstance(spec, Mapping) and "type" in spec:
+                out.setdefault(str(key), str(spec["type"]))
+    return out
 
 
 def _has_passages(info: Any) -> bool:

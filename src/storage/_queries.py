@@ -16,6 +16,7 @@ __all__ = [
     "bm25_fuzzy_request",
     "bm25_request",
     "count_request",
+    "facet_request",
     "fetch_request",
     "ids_request",
     "knn_query_request",
@@ -236,3 +237,33 @@ def msearch_body(body: dict[str, Any]) -> dict[str, Any]:
     if "source" in out:
         out["_source"] = out.pop("source")
     return out
+
+
+def facet_request(
+    text: str,
+    vector: Sequence[float] | None,
+    *,
+    scope: Scope,
+    aggs: dict[str, Any],
+    k: int,
+    num_candidates: int,
+    clause: dict[str, Any] | None = None,
+    passages: bool = False,
+) -> dict[str, Any]:
+    """Facets over a search's match set (``storage._facets``): no hits, only ``aggs``, over the BM25 query's
+    matches (``text`` is not empty) and the ``k`` nearest documents (``vector`` is given) — with both,
+    Elasticsearch aggregates over their union. The scope applies to both, as in the legs."""
+    body: dict[str, Any] = {"size": 0, "track_total_hits": False, "aggs": aggs}
+    if text:
+        body["query"] = {"bool": {"must": [clause or _keywords(text, BM25_FIELDS)], "filter": list(scope.clauses)}}
+    if vector is not None:
+        knn: dict[str, Any] = {
+            "field": PASSAGE_VECTOR if passages else "embedding",
+            "query_vector": list(vector),
+            "k": k,
+            "num_candidates": max(num_candidates, k),
+        }
+        if scope.clauses:
+            knn["filter"] = list(scope.clauses)
+        body["knn"] = knn
+    return body

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, cast, overload
 
+from ._facets import FacetSpec
 from ._filters import FilterInput
 from ._fusion import FusionMethod
 from ._models import Document, IndexProgress, SearchMode
@@ -73,6 +74,16 @@ class SearchRequest:
     syntax: QuerySyntax = "plain"
     rerank: bool | None = None
     rerank_candidates: int | None = None
+    #: Counts over what the query matched, computed alongside the legs (``storage._facets``): ``"ticker"``,
+    #: ``"published_at:month"``, ``"metadata.region"``, or :class:`~storage.FacetSpec` objects.
+    facets: Sequence[str | FacetSpec] | None = None
+    #: Collapse the ranked list to the best ``per_group`` hits of each value of this field (``ticker``,
+    #: ``source``, ``doc_type`` or ``metadata.<key>``); ``limit`` and ``offset`` then count groups.
+    group_by: str | None = None
+    per_group: int = 1
+    #: 0 (today's order) to 1: maximal marginal relevance over the ranked window, so near-duplicates do not
+    #: fill a page.
+    diversity: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,8 @@ class AnswerRequest:
     strict: bool = False
     index: str | None = None
     prompt: AnswerPrompt | None = None
+    #: 0 to 1: the context's entries chosen by maximal marginal relevance (fewer copies of one story).
+    diversity: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._models import Leg, SearchMode
 
 __all__ = [
+    "Facet",
+    "FacetBucket",
     "HighlightSource",
+    "HitGroup",
     "LegReport",
     "Passage",
     "PassageFields",
@@ -214,6 +217,36 @@ class SearchHitFields(TypedDict):
     passages: list[PassageFields]
 
 
+class FacetBucket(BaseModel):
+    """One value (or interval, or range) of a facet, and how many of the matches have it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: str
+    count: int
+
+
+class Facet(BaseModel):
+    """Counts of one field over a search's matches (see ``storage._facets`` for what matched means)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    kind: str
+    buckets: list[FacetBucket]
+
+
+class HitGroup(BaseModel):
+    """One group of a ``group_by`` search: its value (None: hits without the field, one per group), the ids
+    of its best hits (as in ``hits``), and how many of the fused candidates share the value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: str | None
+    ids: list[str]
+    known_matches: int
+
+
 class SearchResponse(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -265,6 +298,16 @@ class SearchResponse(BaseModel):
     fetch_ms: float | None = None
     latency_ms: float = 0.0
     correlation_id: str | None = None
+    #: The facets asked for (``facets=``), by field; None when none were asked or their request failed.
+    facets: dict[str, Facet] | None = None
+    #: The legs whose matches the facets count (``["bm25", "knn"]`` in a hybrid search; one when the other
+    #: leg failed: ``facets_partial``).
+    facets_over: list[str] = Field(default_factory=list)
+    facets_partial: bool = False
+    #: Why the facets are missing when they were asked for (their request failed; the hits are unaffected).
+    facets_error: str | None = None
+    #: ``group_by`` searches: the page's groups, best first (``hits`` holds their hits in the same order).
+    groups: list[HitGroup] | None = None
 
     @property
     def ids(self) -> list[str]:

@@ -38,7 +38,11 @@ def test_the_search_schema_has_descriptions_bounds_and_only_the_allowed_filters(
     schema = json_schema(search_arguments(ToolPolicy(limit=5, max_limit=10, allowed_filters=("ticker", "date"))))
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["query"]
-    assert set(schema["properties"]) == {"query", "limit", "ticker", "date_from", "date_to"}
+    assert set(schema["properties"]) == {"query", "limit", "facets", "ticker", "date_from", "date_to"}
+    facets = schema["properties"]["facets"]["anyOf"][0]
+    assert (facets["maxItems"], facets["items"]["enum"][0]) == (3, "ticker")
+    no_facets = json_schema(search_arguments(ToolPolicy(facets=False)))
+    assert "facets" not in no_facets["properties"]
     assert all(prop.get("description") for prop in schema["properties"].values())
     assert (schema["properties"]["limit"]["maximum"], schema["properties"]["limit"]["default"]) == (10, 5)
     assert "title" not in schema

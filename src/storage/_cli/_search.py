@@ -33,9 +33,20 @@ def search(
     until: Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")] = None,
     limit: Annotated[int, typer.Option(help="Hits to show.")] = 10,
     syntax: Annotated[str, typer.Option(help="plain (default) or boolean (AND/OR/NOT, prefixes).")] = "plain",
+    facet: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Count the matches by a field: ticker, source:25, published_at:month, metadata.<key>; repeatable."
+        ),
+    ] = None,
+    group_by: Annotated[
+        str | None, typer.Option(help="One hit per value of ticker, source, doc_type or metadata.<key>.")
+    ] = None,
+    per_group: Annotated[int, typer.Option(help="Hits per group with --group-by.")] = 1,
+    diversity: Annotated[float, typer.Option(help="0 (ranked order) to 1: fewer near-duplicates on a page.")] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole response as JSON.")] = False,
 ) -> None:
-    """Search; a table with each hit's per-leg ranks, or JSON for scripts."""
+    """Search; a table with each hit's per-leg ranks (and facets, groups), or JSON for scripts."""
 
     async def go() -> int:
         async with open_client() as client:
@@ -46,6 +57,10 @@ def search(
                 limit=limit,
                 window=max(limit, client.settings.window),
                 syntax=cast(QuerySyntax, syntax),  # (validated by the search: InvalidQuery)
+                facets=facet or None,
+                group_by=group_by,
+                per_group=per_group,
+                diversity=diversity,
             )
         if as_json:
             out.print(res.model_dump_json(indent=2), markup=False)
@@ -173,6 +188,17 @@ def print_table(res: SearchResponse) -> None:
             hit.title,
         )
     out.print(table)
+    if res.groups is not None:
+        for group in res.groups:
+            more = f" ({group.known_matches} among the candidates)" if group.known_matches > len(group.ids) else ""
+            out.print(f"group {group.value or '(none)'}: {', '.join(group.ids)}{more}", markup=False)
+    for name, found in (res.facets or {}).items():
+        counts = ", ".join(f"{b.value} {b.count}" for b in found.buckets) or "none"
+        out.print(f"facet {name}: {counts}", markup=False)
+    if res.facets_partial:
+        out.print(f"facets count the {' and '.join(res.facets_over)} matches only (a leg failed)", markup=False)
+    if res.facets_error:
+        out.print(f"facets unavailable: {res.facets_error}", markup=False)
     if res.degraded:
         out.print(f"degraded: {', '.join(res.legs_failed)} failed ({res.degraded_reason})", markup=False)
     if not res.hits:

@@ -34,6 +34,10 @@ def mcp(
         float | None,
         typer.Option(help="Hide semantic-only results below this similarity; 0 shows all [TOOL_MIN_SIMILARITY]."),
     ] = None,
+    diversity: Annotated[
+        float | None,
+        typer.Option(help="0 (ranked order) to 1: fewer near-duplicate results [TOOL_DIVERSITY; 0]."),
+    ] = None,
 ) -> None:
     """Serve the search, get_document and answer tools over MCP (stdio), on --url / --index. Needs the 'mcp'
     extra. Without ES_URL the server still starts; every call then says what to set."""
@@ -54,6 +58,7 @@ def mcp(
             tenant_id=tenant,
             allowed_filters=filters,
             min_similarity=min_similarity,
+            diversity=diversity,
         )
         search_settings = settings()
     except (ConfigurationError, ValueError) as exc:

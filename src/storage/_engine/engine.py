@@ -15,10 +15,15 @@ one finds something; the response says which tier served.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Mapping
+
+from embeddings import Vector
 
 from .._backend import Backend
 from .._errors import PartialResults, SearchError
+from .._facets import FacetSpec
 from .._fusion import LegHit
 from .._fusion_setting import FusionSetting, InForce, configured_fusion
 from .._logging import query_hash
@@ -26,11 +31,13 @@ from .._requests import SearchRequest
 from .._results import SearchResponse
 from .._tenancy import tenants_of
 from .._tracing import AttrValue, decided_once, span
+from .arrange import Group, arranged_page
 from .enrich import Enricher, Fetched, knn_passages, page_hits
+from .facets import FacetOutcome, FacetStage
 from .fuse import Fused, fuse_legs, raise_if_failed
 from .plan import Plan, plan_search
 from .rerank import RerankStage
-from .respond import build_response, log_search, mark_span
+from .respond import build_response, extras, log_search, mark_span
 from .retrieve import Retriever
 from .state import LegOutcome, SearchState
 
@@ -43,6 +50,7 @@ class Engine:
         self._retriever = Retriever(backend)
         self._reranker = RerankStage(backend)
         self._enricher = Enricher(backend)
+        self._facets = FacetStage(backend)
         #: The fusion below the call, per stored setting (configured_fusion): resolved once, not per search.
         self._below: dict[FusionSetting | None, InForce] = {}
 
@@ -69,8 +77,25 @@ class Engine:
         stored = target.fusion
         below = self._below.get(stored) or self.below_call(stored)
         return plan_search(
-            request, b.settings, has_reranker=b.reranker is not None, below=below, passages=target.passages
+            request,
+            b.settings,
+            has_reranker=b.reranker is not None,
+            below=below,
+            passages=target.passages,
+            metadata_types=(await self._metadata_types(request, target.metadata_types))
+            if request.facets
+            else target.metadata_types,
         )
+
+    async def _metadata_types(self, request: SearchRequest, known: Mapping[str, str]) -> Mapping[str, str]:
+        """The target's metadata mappings for a facet request; read again when a key asked for is not
+        among them (a key added since they were read), so only a key truly unmapped is refused."""
+        facets = request.facets or ()
+        keys = {str(f.field if isinstance(f, FacetSpec) else f).partition(":")[0] for f in facets}
+        wanted = {k.removeprefix("metadata.") for k in keys if k.startswith("metadata.")}
+        if wanted <= set(known):
+            return known
+        return (await self._b.metadata.read_target(request.index or self._b.settings.index)).metadata_types
 
     async def retrieve(self, plan: Plan) -> tuple[dict[str, LegOutcome], list[str]]:
         """Stage 2: each leg's outcome (ids and scores; a failure is data), and the recovery that served."""
@@ -155,7 +180,16 @@ class Engine:
 
     async def _tier(self, state: SearchState, plan: Plan) -> SearchResponse:
         # (the stages are called directly here: this is the search's hot path, the entry points above wrap it)
-        state.outcomes, state.recovery = await self._retriever.retrieve(plan)
+        facets: FacetOutcome | None = None
+        if plan.facets:  # alongside the legs; the kNN leg hands over the query's vector
+            vector: asyncio.Future[Vector | None] | None = None
+            if "knn" in plan.legs:
+                vector = asyncio.get_running_loop().create_future()
+            (state.outcomes, state.recovery), facets = await asyncio.gather(
+                self._retriever.retrieve(plan, vector), self._facets.run(plan, vector)
+            )
+        else:
+            state.outcomes, state.recovery = await self._retriever.retrieve(plan)
         raise_if_failed(plan, state.outcomes)
         fused = fuse_legs(plan, state.outcomes)
         if fused.dropped:
@@ -166,7 +200,12 @@ class Engine:
         if plan.rerank and fused.hits:
             fetched = await self._enricher.fetch(plan, fused.hits.top_ids(plan.rerank_candidates))
         ranked = await self._reranker.run(plan, fused.hits, fetched.sources)
-        page = ranked.page(plan.offset, plan.limit)
+        groups: list[Group] | None = None
+        if plan.group_by is not None or plan.diversity > 0.0:
+            candidates = {str(h["_id"]): h for o in state.outcomes.values() for h in reversed(o.hits)}
+            page, groups = arranged_page(plan, ranked, candidates)
+        else:
+            page = ranked.page(plan.offset, plan.limit)
         if not plan.rerank:
             fetched = await self._enricher.fetch(plan, [hit[0] for hit, _ in page])
         state.fetched = fetched
@@ -179,4 +218,7 @@ class Engine:
         knn = state.outcomes.get("knn") if plan.passages else None
         passages = knn_passages(knn.hits) if knn is not None else None
         hits = page_hits(page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages)
-        return build_response(plan, state, fused, ranked, hits)
+        response = build_response(plan, state, fused, ranked, hits)
+        if facets is not None or groups is not None:
+            response = response.model_copy(update=extras(plan, facets, groups, {h["id"] for h in hits}))
+        return response

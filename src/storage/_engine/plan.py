@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from .._errors import ConfigurationError, InvalidQuery
+from .._facets import FacetSpec, parse_facets
 from .._filters import to_es_filters
 from .._fusion import FusionMethod
 from .._fusion_setting import FusionSource, InForce, fusion_in_force
@@ -74,6 +76,18 @@ class Plan:
     tenant_id: str | None = None
     #: The target is read in passages: the kNN leg searches them and returns each hit's best this many.
     passages: int = 0
+    #: Facets counted over the match set (storage._facets), alongside the legs.
+    facets: tuple[FacetSpec, ...] = ()
+    #: Collapse to the best ``per_group`` hits per value of this field; ``limit``/``offset`` count groups.
+    group_by: str | None = None
+    per_group: int = 1
+    #: Maximal marginal relevance over the ranked window (0: off).
+    diversity: float = 0.0
+
+    @property
+    def doc_fields(self) -> tuple[str, ...]:
+        """Doc values each leg's hits carry beyond the scope's: the grouping field."""
+        return (self.group_by,) if self.group_by else ()
 
     @property
     def rerank(self) -> bool:
@@ -95,11 +109,17 @@ class Plan:
 
 
 def plan_search(
-    request: SearchRequest, settings: SearchSettings, *, has_reranker: bool, below: InForce, passages: bool = False
+    request: SearchRequest,
+    settings: SearchSettings,
+    *,
+    has_reranker: bool,
+    below: InForce,
+    passages: bool = False,
+    metadata_types: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion_setting.configured_fusion``); ``passages``: the target is
-    read in passages."""
+    read in passages; ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -173,7 +193,31 @@ def plan_search(
         rerank_candidates=rerank_candidates,
         fusion_sources=sources,
         passages=settings.passages_shown if passages else 0,
+        facets=parse_facets(r.facets, metadata_types or {}) if r.facets else (),
+        group_by=_group_by(r.group_by, r.per_group),
+        per_group=r.per_group,
+        diversity=_diversity(r.diversity),
     )
+
+
+_GROUP_FIELDS = ("ticker", "source", "doc_type")
+
+
+def _group_by(field: str | None, per_group: int) -> str | None:
+    if not isinstance(per_group, int) or not 1 <= per_group <= 100:
+        raise InvalidQuery("per_group must be between 1 and 100")
+    if field is None:
+        return None
+    key = field.removeprefix("metadata.")
+    if field in _GROUP_FIELDS or (field.startswith("metadata.") and key.replace("_", "").replace("-", "").isalnum()):
+        return field
+    raise InvalidQuery(f"group_by must be one of {', '.join(_GROUP_FIELDS)} or metadata.<key>, got {field!r}")
+
+
+def _diversity(value: float) -> float:
+    if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:  # (NaN compares False)
+        raise InvalidQuery("diversity must be between 0 (the ranked order) and 1")
+    return float(value)
 
 
 def _rerank_candidates(r: SearchRequest, s: SearchSettings, has_reranker: bool) -> int:

@@ -5,13 +5,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SearchError
 from .._logging import Events, get_correlation_id, query_hash
-from .._results import SearchHitFields, SearchResponse
+from .._results import Facet, FacetBucket, HitGroup, SearchHitFields, SearchResponse
 from .._tracing import SpanLike
+from .arrange import Group
+from .facets import FacetOutcome
 from .fuse import Fused
 from .plan import Plan
 from .rerank import Ranked
@@ -111,6 +113,12 @@ def log_search(
         "event.duration": int((time.perf_counter() - state.started) * 1e9),
         "event.outcome": "failure" if error else "success",
     }
+    if plan.facets:  # which facets, groupings and diversity callers use (Kibana: the fields' top values)
+        fields["search.facets"] = [spec.name for spec in plan.facets]
+    if plan.group_by is not None:
+        fields["search.group_by"] = plan.group_by
+    if plan.diversity:
+        fields["search.diversity"] = plan.diversity
     for leg, o in outcomes.items():
         fields[f"search.legs.{leg}.latency_ms"] = round(o.latency_ms, 2)
         fields[f"search.legs.{leg}.hits"] = len(o.hits)
@@ -165,3 +173,24 @@ def mark_span(search_span: SpanLike, response: SearchResponse) -> None:
     if response.degraded:
         search_span.set_attribute("search.legs_failed", response.legs_failed)
         search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")
+
+
+def extras(plan: Plan, facets: FacetOutcome | None, groups: Sequence[Group] | None, shown: set[str]) -> dict[str, Any]:
+    """The response's facets and groups (only for a search that asked for them)."""
+    out: dict[str, Any] = {}
+    if facets is not None:
+        if facets.buckets is not None:
+            kinds = {spec.name: spec.kind for spec in plan.facets}
+            out["facets"] = {
+                name: Facet(field=name, kind=kinds[name], buckets=[FacetBucket(value=v, count=c) for v, c in buckets])
+                for name, buckets in facets.buckets.items()
+            }
+            out["facets_over"] = list(facets.over)
+            out["facets_partial"] = len(facets.over) < len(plan.legs)
+        elif facets.error is not None:
+            out["facets_error"] = f"{facets.error.reason}: {facets.error}"
+    if groups is not None:
+        out["groups"] = [
+            HitGroup(value=g.value, ids=[i for i in g.ids if i in shown], known_matches=g.known_matches) for g in groups
+        ]
+    return out

@@ -14,6 +14,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from embeddings import Vector
+
 from .._backend import Backend
 from .._errors import SearchError
 from .._errors_map import msearch_item_error, timeout_error
@@ -39,12 +41,20 @@ class Retriever:
     def __init__(self, backend: Backend) -> None:
         self._b = backend
 
-    async def retrieve(self, plan: Plan) -> tuple[dict[str, LegOutcome], list[str]]:
-        """Each leg's outcome, and the recovery that served (``["fuzzy"]`` or ``[]``)."""
-        if plan.round_trip == "msearch":
-            outcomes = await self._legs_msearch(plan)
-        else:
-            outcomes = await self._legs_parallel(plan)
+    async def retrieve(
+        self, plan: Plan, vector: asyncio.Future[Vector | None] | None = None
+    ) -> tuple[dict[str, LegOutcome], list[str]]:
+        """Each leg's outcome, and the recovery that served (``["fuzzy"]`` or ``[]``). ``vector``: where the
+        kNN leg puts the query's vector as soon as it has it (None there when it could not be had), for a
+        request that runs alongside the legs (the facets)."""
+        try:
+            if plan.round_trip == "msearch":
+                outcomes = await self._legs_msearch(plan, vector)
+            else:
+                outcomes = await self._legs_parallel(plan, vector)
+        finally:
+            if vector is not None and not vector.done():
+                vector.set_result(None)
         bm25 = outcomes.get("bm25")
         if plan.recover and bm25 is not None and bm25.error is None and not bm25.hits:
             fuzzy = LegOutcome("bm25")
@@ -78,7 +88,7 @@ class Retriever:
                 mark_error(leg_span, outcome.error, reason=outcome.error.reason)
         return outcome
 
-    async def _legs_parallel(self, plan: Plan) -> dict[str, LegOutcome]:
+    async def _legs_parallel(self, plan: Plan, shared: asyncio.Future[Vector | None] | None) -> dict[str, LegOutcome]:
         coros: list[Awaitable[LegOutcome]] = []
         if "bm25" in plan.legs:
             body = _bm25_body(plan)
@@ -87,7 +97,7 @@ class Retriever:
             coros.append(self.run_leg(bm25, lambda scope: self._send(bm25, plan, body, budget, scope)))
         if "knn" in plan.legs:
             knn = LegOutcome("knn")
-            coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope)))
+            coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope, shared)))
         return {o.leg: o for o in await asyncio.gather(*coros)}
 
     async def _send(
@@ -114,11 +124,19 @@ class Retriever:
         timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * remaining_s
         return server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
 
-    async def _knn_leg(self, out: LegOutcome, plan: Plan, scope: asyncio.Timeout) -> None:
+    async def _knn_leg(
+        self,
+        out: LegOutcome,
+        plan: Plan,
+        scope: asyncio.Timeout,
+        shared: asyncio.Future[Vector | None] | None = None,
+    ) -> None:
         t0 = time.perf_counter()
         budget = self._b.settings.leg_timeout_s
         out.waiting_on = "embeddings"
         vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
+        if shared is not None and not shared.done():
+            shared.set_result(vector)
         out.embed_ms = (time.perf_counter() - t0) * 1000
         out.waiting_on = "elasticsearch"
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
@@ -137,7 +155,7 @@ class Retriever:
         meta = known[index] if index in known else await self._b.metadata.embedding(index)
         self._b.check_vectors(index, meta)
 
-    async def _legs_msearch(self, plan: Plan) -> dict[str, LegOutcome]:
+    async def _legs_msearch(self, plan: Plan, shared: asyncio.Future[Vector | None] | None) -> dict[str, LegOutcome]:
         """Both legs in one ``_msearch``: the query is embedded first (the kNN item needs the vector), then
         one request; a per-item error fails that leg only (the degraded-result machinery applies)."""
         budget = self._b.settings.leg_timeout_s
@@ -152,6 +170,8 @@ class Retriever:
                 try:
                     async with asyncio.timeout(budget) as scope:
                         vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
+                    if shared is not None and not shared.done():
+                        shared.set_result(vector)
                     knn.embed_ms = (time.perf_counter() - t0) * 1000
                     body = _knn_body(plan, vector)
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
@@ -207,7 +227,17 @@ class Retriever:
 
 def _bm25_body(plan: Plan) -> dict[str, Any]:
     """The BM25 leg's request, the same in every round-trip shape (on a point-in-time: ``window`` deep)."""
-    return bm25_request(plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause)
+    return _arranging(plan, bm25_request(plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause))
+
+
+def _arranging(plan: Plan, body: dict[str, Any]) -> dict[str, Any]:
+    """What the arrange stage needs of each candidate, brought by the legs: the grouping field's value (a
+    doc value) and, for diversity, the document's vector."""
+    if plan.group_by is not None:
+        body["docvalue_fields"] = [*body.get("docvalue_fields", ()), plan.group_by]
+    if plan.diversity > 0.0:
+        body["source"] = {"includes": ["embedding"]}
+    return body
 
 
 def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
@@ -217,7 +247,7 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         return knn_query_request(
             vector, scope=plan.scope, depth=plan.candidates, size=plan.window, passages=plan.passages
         )
-    return knn_request(
+    body = knn_request(
         vector,
         scope=plan.scope,
         k=plan.window,
@@ -225,3 +255,4 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         similarity=plan.similarity,
         passages=plan.passages,
     )
+    return _arranging(plan, body) if plan.group_by is not None or plan.diversity > 0.0 else body

@@ -65,6 +65,10 @@ ANSWER_DESCRIPTION = (
 )
 
 
+#: The facets the model may ask for (``storage._facets`` syntax).
+ToolFacet = Literal["ticker", "source", "doc_type", "published_at:year", "published_at:month"]
+
+
 class ToolPolicy(BaseModel):
     """What the host fixes for a tool (the model never sees or changes it), validated at construction."""
 
@@ -89,6 +93,11 @@ class ToolPolicy(BaseModel):
     #: nearest neighbours too); None: the embedder's own floor when it has one (see embeddings' catalogue),
     #: 0 turns it off.
     min_similarity: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: 0 (the ranked order) to 1: results chosen by maximal marginal relevance, so an agent does not get
+    #: the same story ten times.
+    diversity: float = Field(default=0.0, ge=0.0, le=1.0)
+    #: The model may ask for counts of the matches (``facets``: by ticker, source, doc type, year, month).
+    facets: bool = True
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -136,6 +145,8 @@ class ToolSettings(BaseSettings):
     filters: str | None = None
     rerank: bool | None = None
     min_similarity: float | None = None
+    diversity: float | None = None
+    facets: bool | None = None
 
     def policy(self, **overrides: Any) -> ToolPolicy:
         values = self.model_dump(exclude={"filters"}) | {"allowed_filters": self.filters}
@@ -167,6 +178,15 @@ def search_arguments(policy: ToolPolicy) -> type[BaseModel]:
             ),
         ),
     }
+    if policy.facets:
+        fields["facets"] = (
+            list[ToolFacet] | None,
+            Field(
+                None,
+                max_length=3,
+                description="Also count all the matches by these (e.g. how many per ticker or per year); at most 3.",
+            ),
+        )
     for name in policy.allowed_filters:
         if name == "date":
             fields["date_from"] = (date | None, Field(None, description="Only documents on or after (YYYY-MM-DD)."))

@@ -94,6 +94,8 @@ def format_results(
             "Note: results may be incomplete — part of the index did not answer; say so if the answer depends "
             "on finding everything."
         )
+    if response.facets:
+        notes.append(format_facets(response))
     used = 120 + sum(len(n) + 1 for n in notes)  # the header's room
     heads = [f"\n{n}. [#{hit.id}] {hit.title or '(untitled)'}\n   {_meta(hit)}\n   " for n, hit in enumerate(shown, 1)]
     # Asked for many: shorter snippets (down to _MIN_SNIPPET) before fewer results.
@@ -116,6 +118,17 @@ def format_results(
         else f'Showing {len(entries)} of {count} for "{query}" (the rest did not fit), best first. Cite them as [#id].'
     )
     return "\n".join([head, *notes]) + "".join(entries)
+
+
+def format_facets(response: SearchResponse, *, values: int = 10) -> str:
+    """The facets as one line per field: counts over all the matches, not only the results shown."""
+    lines = []
+    for name, facet in (response.facets or {}).items():
+        counts = ", ".join(f"{b.value} {b.count}" for b in facet.buckets[:values]) or "none"
+        more = f" (and {len(facet.buckets) - values} more)" if len(facet.buckets) > values else ""
+        lines.append(f"{name}: {counts}{more}")
+    scope = "all matches" if not response.facets_partial else "the keyword matches only (semantic search failed)"
+    return f"Counts over {scope} — " + "; ".join(lines)
 
 
 def format_document(doc: Mapping[str, Any] | None, doc_id: str, *, max_chars: int = 6000) -> str:

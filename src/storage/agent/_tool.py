@@ -138,6 +138,7 @@ class SearchTool:
             return ToolReply(args, True)
         values = args.model_dump()
         query, limit = str(values.pop("query")), int(values.pop("limit"))
+        facets = values.pop("facets", None)
         filters: dict[str, Any] = {}
         dates = {op: values.pop(key) for key, op in (("date_from", "gte"), ("date_to", "lte")) if key in values}
         if any(v is not None for v in dates.values()):
@@ -154,6 +155,8 @@ class SearchTool:
                 limit=limit,
                 rerank=p.rerank,
                 window=max(limit, self.client.settings.window),
+                facets=facets or None,
+                diversity=p.diversity,
             )
         except SearchError as exc:
             return self._failure(exc)
