@@ -45,7 +45,9 @@ async def record(url: str, window: int) -> dict[str, Any]:
     data = load_beir(ROOT.parent / "shared/data/beir/scifact")
     query = next(iter(data.queries.values()))
     cached = CachedEmbedder(LocalEmbedder(), ROOT / ".cache" / "embeddings")
-    async with SearchClient.from_settings(SearchSettings(url=url, index=INDEX), embedder=cached) as client:
+    async with SearchClient.from_settings(
+        SearchSettings(url=url, index=INDEX, passages=False), embedder=cached
+    ) as client:
         await client.delete_index()
         await client.ensure_index()
         report = await client.index_documents(data.documents[:2000], refresh=True)
@@ -60,7 +62,9 @@ async def searches(recorded: dict[str, Any], who: str, n: int) -> None:
     """The child: ``n`` searches (after 20 to warm up) on the recorded answers."""
     CannedNode.answers = {kind: orjson.dumps(recorded[kind]) for kind in ("bm25", "knn", "fetch")}
     query, vector, window = recorded["query"], recorded["vector"], recorded["window"]
-    settings = SearchSettings(url="http://canned:9200", index=INDEX, window=window, num_candidates=window)
+    settings = SearchSettings(
+        url="http://canned:9200", index=INDEX, window=window, num_candidates=window, passages=False
+    )
     fake = AsyncElasticsearch("http://canned:9200", node_class=CannedNode, serializer=OrjsonSerializer())
     embedder = Precomputed({query_key(query): vector}, "m", len(vector))
     client = SearchClient(fake, embedder, settings, owns_clients=False)

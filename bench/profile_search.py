@@ -158,7 +158,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     docs = data.documents[: args.docs]
     queries = list(data.queries.values())[: args.queries]
     cached = CachedEmbedder(LocalEmbedder(), ROOT / ".cache" / "embeddings")
-    settings = SearchSettings(url=url, index="bench-profile", window=args.window, leg_timeout_s=30)
+    settings = SearchSettings(url=url, index="bench-profile", window=args.window, leg_timeout_s=30, passages=False)
     async with SearchClient.from_settings(settings, embedder=cached) as loader:
         await loader.delete_index()
         await loader.ensure_index()
