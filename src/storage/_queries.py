@@ -56,8 +56,11 @@ def bm25_request(
     one :func:`fetch_request` after fusion. The scope's doc values (the tenant, for the second check) ride
     along cheaply.
     """
-    query = {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
-    return _ids_only({"query": query, "size": size}, scope.doc_values)
+    return _ids_only({"query": _bm25_query(text, scope, fields, clause), "size": size}, scope.doc_values)
+
+
+def _bm25_query(text: str, scope: Scope, fields: Sequence[str], clause: dict[str, Any] | None) -> dict[str, Any]:
+    return {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
 
 
 def bm25_fuzzy_request(text: str, *, scope: Scope, size: int, fields: Sequence[str] = BM25_FIELDS) -> dict[str, Any]:
@@ -147,19 +150,28 @@ def knn_request(
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
     scores only, like :func:`bm25_request`. ``passages``: the index holds passages; a document scores by its
     best vector (the head among them) and brings its best ``passages`` along (offsets and scores)."""
+    knn = _knn_section(vector, scope, k, num_candidates, passages=bool(passages))
+    if passages:
+        knn["inner_hits"] = _inner_hits(passages)
+    if similarity is not None:
+        knn["similarity"] = similarity
+    return _ids_only({"knn": knn, "size": k}, scope.doc_values)
+
+
+def _knn_section(
+    vector: Sequence[float], scope: Scope, k: int, num_candidates: int, *, passages: bool
+) -> dict[str, Any]:
+    """The top-level ``knn`` section: the ``k`` nearest documents (by their best vector when the index holds
+    passages), the scope's filters applied during the HNSW search."""
     knn: dict[str, Any] = {
         "field": PASSAGE_VECTOR if passages else "embedding",
         "query_vector": list(vector),
         "k": k,
         "num_candidates": max(num_candidates, k),
     }
-    if passages:
-        knn["inner_hits"] = _inner_hits(passages)
     if scope.clauses:
         knn["filter"] = list(scope.clauses)
-    if similarity is not None:
-        knn["similarity"] = similarity
-    return _ids_only({"knn": knn, "size": k}, scope.doc_values)
+    return knn
 
 
 def knn_query_request(
@@ -255,15 +267,7 @@ def facet_request(
     Elasticsearch aggregates over their union. The scope applies to both, as in the legs."""
     body: dict[str, Any] = {"size": 0, "track_total_hits": False, "aggs": aggs}
     if text:
-        body["query"] = {"bool": {"must": [clause or _keywords(text, BM25_FIELDS)], "filter": list(scope.clauses)}}
+        body["query"] = _bm25_query(text, scope, BM25_FIELDS, clause)
     if vector is not None:
-        knn: dict[str, Any] = {
-            "field": PASSAGE_VECTOR if passages else "embedding",
-            "query_vector": list(vector),
-            "k": k,
-            "num_candidates": max(num_candidates, k),
-        }
-        if scope.clauses:
-            knn["filter"] = list(scope.clauses)
-        body["knn"] = knn
+        body["knn"] = _knn_section(vector, scope, k, num_candidates, passages=passages)
     return body

@@ -17,20 +17,27 @@ from ._app import app, err, open_client, out, parse_filters, run, search_mode
 # -- search --------------------------------------------------------------------------------------------
 
 
+# The options search and ask share (what to search and within which documents).
+ModeOption = Annotated[str, typer.Option(help="hybrid, bm25 or knn.")]
+FilterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--filter",
+        "-f",
+        help="key=value (ticker=AAPL), a range (published_at>=2024-01-01; >, <=, <) or key!= (absent); repeatable.",
+    ),
+]
+SinceOption = Annotated[str | None, typer.Option(help="Only documents published on or after (YYYY-MM-DD).")]
+UntilOption = Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")]
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
-    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
-    filter_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--filter",
-            "-f",
-            help="key=value (ticker=AAPL), a range (published_at>=2024-01-01; >, <=, <) or key!= (absent); repeatable.",
-        ),
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="Only documents published on or after (YYYY-MM-DD).")] = None,
-    until: Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")] = None,
+    mode: ModeOption = "hybrid",
+    filter_: FilterOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     limit: Annotated[int, typer.Option(help="Hits to show.")] = 10,
     syntax: Annotated[str, typer.Option(help="plain (default) or boolean (AND/OR/NOT, prefixes).")] = "plain",
     facet: Annotated[
@@ -74,17 +81,10 @@ def search(
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
-    mode: Annotated[str, typer.Option(help="hybrid, bm25 or knn.")] = "hybrid",
-    filter_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--filter",
-            "-f",
-            help="key=value (ticker=AAPL), a range (published_at>=2024-01-01; >, <=, <) or key!= (absent); repeatable.",
-        ),
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="Only documents published on or after (YYYY-MM-DD).")] = None,
-    until: Annotated[str | None, typer.Option(help="Only documents published on or before (YYYY-MM-DD).")] = None,
+    mode: ModeOption = "hybrid",
+    filter_: FilterOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     limit: Annotated[int | None, typer.Option(help="Documents to retrieve (default ES_ANSWER_LIMIT).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole answer as JSON (no streaming).")] = False,
 ) -> None:
