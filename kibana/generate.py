@@ -238,11 +238,29 @@ def panels() -> list[dict[str, Any]]:
             series="bar_horizontal",
             kql='event.action : "search"',
         ),
+        xy(
+            "hs-facets",
+            "Facets asked for",
+            {"f": terms_col("search.facets", "Facet field", "n", 10), "n": count_col("Searches")},
+            ["n"],
+            x="f",
+            series="bar_horizontal",
+            kql='event.action : "search" and search.facets : *',
+        ),
+        xy(
+            "hs-groups",
+            "Grouped searches (one hit per group), by field",
+            {"g": terms_col("search.group_by", "Grouped by", "n", 10), "n": count_col("Searches")},
+            ["n"],
+            x="g",
+            series="bar_horizontal",
+            kql='event.action : "search" and search.group_by : *',
+        ),
     ]
 
 
 def dashboard(lens_objects: list[dict[str, Any]]) -> dict[str, Any]:
-    grid = [(0, 0), (24, 0), (0, 15), (24, 15), (0, 30), (24, 30), (0, 45)]
+    grid = [(0, 0), (24, 0), (0, 15), (24, 15), (0, 30), (24, 30), (0, 45), (24, 45), (0, 60)]
     panel_list = []
     references = []
     for i, (obj, (x, y)) in enumerate(zip(lens_objects, grid, strict=True)):
@@ -263,7 +281,8 @@ def dashboard(lens_objects: list[dict[str, Any]]) -> dict[str, Any]:
         "attributes": {
             "title": "Hybrid search — overview",
             "description": "Searches, per-leg latency, degraded and partial results, breaker transitions, "
-            "zero-result queries and top filters, from the search telemetry data stream.",
+            "zero-result queries, top filters, and the facets and groupings asked for, from the search telemetry "
+            "data stream.",
             "panelsJSON": json.dumps(panel_list),
             "optionsJSON": json.dumps({"useMargins": True, "syncColors": False, "hidePanelTitles": False}),
             "timeRestore": True,

@@ -446,6 +446,12 @@ class SearchClient:
         page fused from one leg would reorder the walk. :class:`CursorExpired` when the point-in-time has
         expired (``settings.pit_keep_alive`` between pages); :class:`InvalidQuery` for a cursor made for
         other arguments.
+
+        ``group_by`` (``ticker``, ``source``, ``doc_type`` or ``metadata.<key>``) walks groups in the same
+        order: ``page_size`` counts groups, ``page.groups`` lists them, and a group never comes back on a
+        later page. A group of the head keeps its first ``per_group`` hits of the fused head; a group found
+        below it, its best ``per_group`` BM25 matches (see ``storage._walk_groups``). A hit without the field
+        is a group of its own.
         """
         return await self._walker.search_page(request)
 

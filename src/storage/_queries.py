@@ -18,6 +18,7 @@ __all__ = [
     "count_request",
     "facet_request",
     "fetch_request",
+    "group_tail_requests",
     "ids_request",
     "knn_query_request",
     "knn_request",
@@ -61,6 +62,35 @@ def bm25_request(
 
 def _bm25_query(text: str, scope: Scope, fields: Sequence[str], clause: dict[str, Any] | None) -> dict[str, Any]:
     return {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
+
+
+def group_tail_requests(
+    text: str,
+    *,
+    scope: Scope,
+    clause: dict[str, Any] | None,
+    field: str,
+    exclude: Sequence[str],
+    per_group: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two streams of a grouped walk's tail (``storage._walk_groups``), without size or position:
+
+    - the BM25 matches that have a value of ``field`` outside ``exclude`` (the head's groups), **collapsed**:
+      one hit per value (its best), best first, with the value's best ``per_group`` hits and their count;
+    - the BM25 matches without a value (each a group of its own), in BM25 order.
+    """
+    grouped = _bm25_query(text, scope, BM25_FIELDS, clause)
+    grouped["bool"]["filter"] = [*grouped["bool"]["filter"], {"exists": {"field": field}}]
+    if exclude:
+        grouped["bool"]["must_not"] = [{"terms": {field: list(exclude)}}]
+    inner: dict[str, Any] = {"name": "best", "size": per_group, "_source": False}
+    if scope.doc_values:
+        inner["docvalue_fields"] = list(scope.doc_values)
+    collapsed = _ids_only({"query": grouped}, scope.doc_values)
+    collapsed["collapse"] = {"field": field, "inner_hits": inner}
+    loose = _bm25_query(text, scope, BM25_FIELDS, clause)
+    loose["bool"]["must_not"] = [{"exists": {"field": field}}]
+    return collapsed, _ids_only({"query": loose}, scope.doc_values)
 
 
 def bm25_fuzzy_request(text: str, *, scope: Scope, size: int, fields: Sequence[str] = BM25_FIELDS) -> dict[str, Any]:

@@ -106,6 +106,10 @@ class PageRequest:
     highlight: bool = True
     index: str | None = None
     syntax: QuerySyntax = "plain"
+    #: Walk groups instead of hits (see :meth:`SearchClient.search_page`): ``page_size`` counts groups, and
+    #: a group never comes back on a later page.
+    group_by: str | None = None
+    per_group: int = 1
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,8 @@ class SearchPage(BaseModel):
     #: Whether this page reached into the BM25 tail (keyword matches ranked below ``depth``).
     in_tail: bool = False
     latency_ms: float = 0.0
+    #: ``group_by`` walks: the page's groups, in walk order (``hits`` holds their hits in the same order).
+    groups: list[HitGroup] | None = None
 
     @property
     def ids(self) -> list[str]:

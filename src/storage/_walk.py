@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ._backend import Backend
-from ._engine import Engine, Plan, pit_missing
+from ._engine import Engine, Fused, LegOutcome, Plan, pit_missing
+from ._engine.arrange import Group, group_ids, group_value
 from ._engine.enrich import hit_fields, knn_passages
 from ._errors import CursorExpired, DependencyError, InvalidQuery, PartialResults, SearchError
 from ._fusion import Provenance, tail_provenance
@@ -20,9 +21,10 @@ from ._logging import query_hash
 from ._paging import decode_cursor, encode_cursor, fingerprint
 from ._queries import bm25_request, on_pit, server_side
 from ._requests import PageRequest, SearchRequest
-from ._results import SearchPage, ShardReport
+from ._results import HitGroup, SearchPage, ShardReport
 from ._tenancy import tenants_of
 from ._tracing import span
+from ._walk_groups import TailPosition, grouped_tail, require_complete
 
 __all__ = ["Walker"]
 
@@ -62,12 +64,15 @@ class Walker:
                 round_trip="parallel",
                 syntax=r.syntax,
                 rerank=False,
+                group_by=r.group_by,
+                per_group=r.per_group,
             )
         )
         fp = fingerprint(
             {"q": plan.text, "s": plan.bm25_clause is not None, "m": plan.mode, "f": list(plan.scope.clauses)}
             | {"i": plan.target, "fu": plan.method}
             | {"k": plan.k, "w": plan.weights, "d": d}
+            | ({"g": plan.group_by, "pg": plan.per_group} if plan.group_by is not None else {})
         )
         keep_alive = self._b.settings.pit_keep_alive
         if r.cursor is None:
@@ -141,9 +146,11 @@ class Walker:
         outcomes, _ = await self._engine.retrieve(plan)
         if not any(o.error for o in outcomes.values()):
             for leg, o in outcomes.items():
-                _require_complete(leg, o.shards)
+                require_complete(leg, o.shards)
         fused = self._engine.fuse(plan, outcomes)  # strict: a failed leg raises (the cursor can be retried)
         pit = next((o.pit_id for o in outcomes.values() if o.pit_id), pit)
+        if plan.group_by is not None:
+            return await self._grouped_page(plan, state, outcomes, fused, (pit, keep_alive), depth, page_size, started)
         offset = int(state["o"])
         chosen: list[Provenance] = fused.hits.provenances(offset, offset + page_size)
         offset += len(chosen)
@@ -169,7 +176,7 @@ class Walker:
             timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * s.leg_timeout_s
             full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
             resp = await self._b.es_call(functools.partial(self._b.es.search, **full), deadline_s=s.leg_timeout_s)
-            _require_complete("bm25 tail", ShardReport.from_body(resp.body))
+            require_complete("bm25 tail", ShardReport.from_body(resp.body))
             pit = resp.body.get("pit_id") or pit
             hits = resp.body["hits"]["hits"]
             tenant_of = tenants_of(hits) if plan.tenant_id is not None else {}
@@ -198,11 +205,104 @@ class Walker:
                 )
             if len(hits) < size and consumed == len(hits):
                 tail_done = True
-        # 3. The page's documents and highlights: one request on the same point-in-time.
+        finished = offset >= len(fused.hits) and (not tail_possible or tail_done)
+        position = {"o": offset, "t": tail_after, "tr": tail_rank, "td": tail_done}
+        return await self._finish(
+            plan, state, outcomes, chosen, None, (pit, keep_alive), position, in_tail, finished, started
+        )
+
+    async def _grouped_page(
+        self,
+        plan: Plan,
+        state: dict[str, Any],
+        outcomes: dict[str, LegOutcome],
+        fused: Fused,
+        pit: tuple[str, str],
+        depth: int,
+        page_size: int,
+        started: float,
+    ) -> SearchPage:
+        """A page of groups (``storage._walk_groups``): the head's groups from the walk's position, then the
+        tail's."""
+        assert plan.group_by is not None
+        field = plan.group_by
+        candidates = {str(h["_id"]): h for o in outcomes.values() for h in reversed(o.hits)}
+        head = group_ids(
+            fused.hits.top_ids(len(fused.hits)), lambda i: group_value(candidates.get(i), field), plan.per_group
+        )
+        offset = int(state["o"])
+        chosen: list[tuple[Group, list[Provenance]]] = [
+            (g, fused.hits.provenances_of(g.ids)) for g in head[offset : offset + page_size]
+        ]
+        offset += len(chosen)
+        bm25 = outcomes.get("bm25")
+        tail_possible = bm25 is not None and len(bm25.hits) >= depth
+        tail = state.get("g")
+        position = TailPosition(*tail) if tail is not None else None
+        in_tail = False
+        pit_id = pit[0]
+        if len(chosen) < page_size and tail_possible and bm25 is not None and not (position and position.done):
+            in_tail = True
+            start = position or TailPosition(after=bm25.hits[-1]["sort"])
+            knn_ids = {str(h["_id"]) for h in outcomes["knn"].hits} if "knn" in outcomes else set()
+            groups, position, pit_id = await grouped_tail(
+                self._b,
+                plan,
+                pit,
+                need=page_size - len(chosen),
+                position=start,
+                head_values={g.value for g in head if g.value is not None},
+                knn_ids=knn_ids,
+                violation=self._engine.tenant_violation,
+            )
+            rank = depth + int(state.get("gr", 0))
+            for tg in groups:
+                provenances = []
+                for doc_id in tg.group.ids:
+                    rank += 1
+                    provenances.append(
+                        tail_provenance(
+                            doc_id, "bm25", rank, tg.scores[doc_id], method=plan.method, k=plan.k, weights=plan.weights
+                        )
+                    )
+                chosen.append((tg.group, provenances))
+            state = state | {"gr": rank - depth}
+        finished = offset >= len(head) and (not tail_possible or (position is not None and position.done))
+        moved: dict[str, Any] = {"o": offset, "t": None, "tr": 0, "td": False, "gr": int(state.get("gr", 0))}
+        if position is not None:
+            moved["g"] = [position.taken, position.collapsed_done, position.after, position.loose_done]
+        return await self._finish(
+            plan,
+            state,
+            outcomes,
+            [p for _, provenances in chosen for p in provenances],
+            [HitGroup(value=g.value, ids=g.ids, known_matches=g.known_matches) for g, _ in chosen],
+            (pit_id, pit[1]),
+            moved,
+            in_tail,
+            finished,
+            started,
+        )
+
+    async def _finish(
+        self,
+        plan: Plan,
+        state: dict[str, Any],
+        outcomes: dict[str, LegOutcome],
+        chosen: list[Provenance],
+        groups: list[HitGroup] | None,
+        pit_of: tuple[str, str],
+        position: dict[str, Any],
+        in_tail: bool,
+        finished: bool,
+        started: float,
+    ) -> SearchPage:
+        """3. The page's documents and highlights (one request on the same point-in-time), its cursor, its event."""
+        pit, keep_alive = pit_of
         docs: dict[str, dict[str, Any]] = {}
         if chosen:
             found = await self._engine.fetch(plan.on_pit(pit, keep_alive), [c[0] for c in chosen])
-            _require_complete("fetch", found.shards)
+            require_complete("fetch", found.shards)
             docs = found.hits
         returned = int(state["n"])
         knn = knn_passages(outcomes["knn"].hits) if plan.passages and "knn" in outcomes else None
@@ -212,14 +312,12 @@ class Walker:
             )
             for position, hit in enumerate(chosen, start=returned + 1)
         ]
-        finished = offset >= len(fused.hits) and (not tail_possible or tail_done)
         next_cursor: str | None = None
         if finished:
             await self._close_pit(pit)
         else:
             next_cursor = encode_cursor(
-                {"pit": pit, "o": offset, "t": tail_after, "tr": tail_rank, "td": tail_done, "fp": state["fp"]}
-                | {"p": int(state["p"]) + 1, "n": returned + len(chosen)}
+                {"pit": pit, "fp": state["fp"], "p": int(state["p"]) + 1, "n": returned + len(chosen)} | position
             )
         page = SearchPage.model_validate(
             {
@@ -231,6 +329,7 @@ class Walker:
                 "returned": returned + len(chosen),
                 "in_tail": in_tail,
                 "latency_ms": (time.perf_counter() - started) * 1000,
+                "groups": groups,
             }
         )
         self._b.events.emit(
@@ -244,6 +343,7 @@ class Walker:
                 "search.hits": len(hits_out),
                 "search.in_tail": in_tail,
                 "search.walk_finished": finished,
+                **({"search.group_by": plan.group_by} if plan.group_by is not None else {}),
                 "event.duration": int((time.perf_counter() - started) * 1e9),
             },
         )
@@ -252,14 +352,3 @@ class Walker:
 
 def _with_cursor(request: PageRequest, cursor: str | None) -> PageRequest:
     return dataclasses.replace(request, cursor=cursor)
-
-
-def _require_complete(what: str, shards: ShardReport | None) -> None:
-    """A walk never accepts partial answers: a page from some shards would reorder the walk. The same
-    cursor can be retried."""
-    if shards is not None and shards.partial:
-        detail = "timed out" if shards.timed_out else f"answered from {shards.successful} of {shards.total} shards"
-        raise PartialResults(
-            f"{what} of a deep-paging walk {detail} ({shards.failure or 'no failure reason'}); retry the same cursor",
-            shards={what: shards},
-        )

@@ -51,7 +51,15 @@ async def test_the_schema_round_trips_and_the_output_cites_real_hits(tool: Searc
     params = fn["parameters"]
     assert params["required"] == ["query"]
     assert params["additionalProperties"] is False
-    assert set(params["properties"]) == {"query", "limit", "facets", "ticker", "date_from", "date_to"}  # no fusion
+    assert set(params["properties"]) == {
+        "query",
+        "limit",
+        "facets",
+        "one_per",
+        "ticker",
+        "date_from",
+        "date_to",
+    }  # no fusion
     assert params["properties"]["date_from"]["anyOf"][0]["format"] == "date"
     # The model answers with JSON arguments built from that schema.
     out = await tool.run(json.dumps({"query": "revenue guidance", "ticker": "AAPL", "date_from": "2024-01-01"}))

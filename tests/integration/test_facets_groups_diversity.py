@@ -135,6 +135,60 @@ async def test_groups_never_repeat_and_page_over_groups(loaded: SearchClient, mo
     assert first.ids == [i for g in first.groups for i in g.ids]  # hits in group order
 
 
+WALK_DOCS = [
+    Document(
+        id=f"w-{i:02d}",
+        title=f"Filing {i}",
+        text="revenue " * (1 + i % 7) + f"outlook note {i}",
+        ticker=None if i % 9 == 0 else f"T{i % 11}",
+    )
+    for i in range(60)
+]
+
+
+async def _walk_groups(client: SearchClient, page_size: int) -> list[tuple[str | None, list[str]]]:
+    out: list[tuple[str | None, list[str]]] = []
+    cursor: str | None = None
+    while True:
+        page = await client.search_page(
+            "revenue outlook", group_by="ticker", per_group=2, depth=4, page_size=page_size, cursor=cursor
+        )
+        assert page.groups is not None
+        assert len(page.groups) <= page_size
+        assert page.ids == [i for g in page.groups for i in g.ids]  # hits in group order
+        out += [(g.value, g.ids) for g in page.groups]
+        cursor = page.next_cursor
+        if cursor is None:
+            return out
+
+
+async def test_a_grouped_walk_reaches_every_group_once_with_stable_pages(settings: SearchSettings) -> None:
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=256)) as client:
+        await client.ensure_index()
+        assert (await client.index_documents(WALK_DOCS, refresh=True)).ok
+        walked = await _walk_groups(client, page_size=3)
+        assert walked == await _walk_groups(client, page_size=1)  # the same order whatever the page size
+        values = [v for v, _ in walked if v is not None]
+        assert len(values) == len(set(values)) == 11  # every ticker, once: head (depth 4) and tail
+        ids = [i for _, group in walked for i in group]
+        assert len(ids) == len(set(ids))
+        tickers = {d.id: d.ticker for d in WALK_DOCS}
+        for value, group in walked:
+            assert 1 <= len(group) <= (2 if value is not None else 1)
+            assert {tickers[i] for i in group} == {value}
+        loose = sorted(i for v, group in walked if v is None for i in group)
+        assert loose == sorted(d.id for d in WALK_DOCS if d.ticker is None)  # each a group of its own
+        # A group with no hit in the head (each leg's top 4) holds its best BM25 matches.
+        head = await client.retrieve("revenue outlook", window=4, limit=4)
+        head_values = {tickers[h.id] for hits in head.values() for h in hits}
+        scores = {h.id: h.score for h in (await client.retrieve("revenue outlook", mode="bm25", window=100))["bm25"]}
+        below = [(v, g) for v, g in walked if v is not None and v not in head_values]
+        assert below  # the tail was reached
+        for value, group in below:
+            others = [scores[d.id] for d in WALK_DOCS if d.ticker == value and d.id not in group]
+            assert min(scores[i] for i in group) >= max(others, default=0.0) - 1e-6
+
+
 async def test_grouping_by_a_metadata_key(loaded: SearchClient) -> None:
     res = await loaded.search("revenue", group_by="metadata.region", limit=5)
     assert res.groups is not None
@@ -168,6 +222,19 @@ async def test_the_agent_tool_counts_matches_when_asked(loaded: SearchClient) ->
     assert "Counts over all matches — ticker: " in text
     refused = await tool.run({"query": "guidance raised", "facets": ["title"]})
     assert refused.startswith("Error:")
+
+
+async def test_the_agent_tool_shows_one_result_per_ticker_when_asked(loaded: SearchClient) -> None:
+    tool = SearchTool(loaded, limit=4)
+    text = await tool.run({"query": "revenue margins quarter", "one_per": "ticker"})
+    assert "One result per ticker." in text
+    cited = [line.split("]")[0].split("[#")[1] for line in text.splitlines() if "[#" in line and "]" in line][1:]
+    tickers = {d.id: d.ticker for d in DOCS}
+    assert len(cited) == 4
+    assert len({tickers[i] for i in cited}) == 4  # four results, four tickers
+    refused = await tool.run({"query": "revenue", "one_per": "title"})
+    assert refused.startswith("Error:")
+    assert "one_per" not in SearchTool(loaded, groups=False).parameters_schema()["properties"]
 
 
 def _ids(hits: Sequence[object]) -> list[str]:

@@ -62,7 +62,7 @@ def test_the_committed_saved_objects_are_the_generated_ones() -> None:
     assert saved_objects().decode() == module.render()
     kinds = [o["type"] for o in _saved_objects()]
     assert kinds.count("index-pattern") == 2
-    assert kinds.count("lens") == 7
+    assert kinds.count("lens") == 9
     assert kinds.count("dashboard") == 1
     dashboard = next(o for o in _saved_objects() if o["type"] == "dashboard")
     panel_refs = {p["panelRefName"] for p in json.loads(dashboard["attributes"]["panelsJSON"])}
@@ -80,6 +80,7 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
     sink = await client.enable_telemetry(data_stream=telemetry_stream, flush_interval_s=0.2)
     await client.search("revenue", filters={"ticker": "AAPL"})
     await client.search("nothing matches this", mode="bm25")
+    await client.search("revenue", facets=["ticker"], group_by="ticker")
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1, reset_timeout_s=60)
     async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False, embeddings_policy=policy) as c:
@@ -90,7 +91,7 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
     await es.indices.refresh(index=telemetry_stream)
     docs = [h["_source"] for h in (await es.search(index=telemetry_stream, size=100)).body["hits"]["hits"]]
     searches = [d for d in docs if d["event.action"] == "search"]
-    assert len(searches) == 3
+    assert len(searches) == 4
     assert sink.dropped == 0
     by_mode = {d["search.mode"]: d for d in searches}
     assert by_mode["bm25"]["search.hits"] == 0

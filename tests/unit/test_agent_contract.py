@@ -38,7 +38,7 @@ def test_the_search_schema_has_descriptions_bounds_and_only_the_allowed_filters(
     schema = json_schema(search_arguments(ToolPolicy(limit=5, max_limit=10, allowed_filters=("ticker", "date"))))
     assert schema["additionalProperties"] is False
     assert schema["required"] == ["query"]
-    assert set(schema["properties"]) == {"query", "limit", "facets", "ticker", "date_from", "date_to"}
+    assert set(schema["properties"]) == {"query", "limit", "facets", "one_per", "ticker", "date_from", "date_to"}
     facets = schema["properties"]["facets"]["anyOf"][0]
     assert (facets["maxItems"], facets["items"]["enum"][0]) == (3, "ticker")
     no_facets = json_schema(search_arguments(ToolPolicy(facets=False)))

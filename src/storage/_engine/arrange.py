@@ -15,7 +15,7 @@ page is cut. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from .._fusion import Provenance
 from .plan import Plan
 from .rerank import Ranked
 
-__all__ = ["Group", "arranged_page", "mmr_order", "ranked_ids"]
+__all__ = ["Group", "arranged_page", "group_ids", "group_value", "mmr_order", "ranked_ids"]
 
 #: The most candidates MMR reorders (its cost grows with the square of it).
 MMR_WINDOW = 100
@@ -98,9 +98,30 @@ def _relevance(ranked: Ranked, ids: Sequence[str]) -> list[float]:
     return [max(f / best, 0.0) for f in fused]
 
 
-def _group_value(hit: Mapping[str, Any] | None, field: str) -> str | None:
+def group_value(hit: Mapping[str, Any] | None, field: str) -> str | None:
+    """A leg hit's value of the grouping field (a doc value the leg brought), None without one."""
     values = ((hit or {}).get("fields") or {}).get(field)
     return str(values[0]) if values else None
+
+
+def group_ids(order: Sequence[str], value_of: Callable[[str], str | None], per_group: int) -> list[Group]:
+    """``order`` (best first) collapsed to groups, best first: each value keeps its first ``per_group`` ids
+    and counts all of its ids (``known_matches``); an id without a value is a group of its own."""
+    by_value: dict[str | None, list[str]] = {}
+    counts: dict[str | None, int] = {}
+    for doc_id in order:
+        value = value_of(doc_id)
+        if value is None:  # a group of its own, in its place in the order
+            by_value.setdefault(f"\0{doc_id}", [doc_id])
+            continue
+        counts[value] = counts.get(value, 0) + 1
+        kept = by_value.setdefault(value, [])
+        if len(kept) < per_group:
+            kept.append(doc_id)
+    return [
+        Group(None if key is not None and key.startswith("\0") else key, ids, counts.get(key, len(ids)))
+        for key, ids in by_value.items()
+    ]
 
 
 def arranged_page(
@@ -117,21 +138,8 @@ def arranged_page(
         order = mmr_order(head, {k: v for k, v in vectors.items() if v}, plan.diversity, relevance) + rest
     groups: list[Group] | None = None
     if plan.group_by is not None:
-        by_value: dict[str | None, list[str]] = {}
-        counts: dict[str | None, int] = {}
-        for doc_id in order:
-            value = _group_value(hits.get(doc_id), plan.group_by)
-            if value is None:  # a group of its own, in its place in the order
-                by_value.setdefault(f"\0{doc_id}", [doc_id])
-                continue
-            counts[value] = counts.get(value, 0) + 1
-            kept = by_value.setdefault(value, [])
-            if len(kept) < plan.per_group:
-                kept.append(doc_id)
-        all_groups = [
-            Group(None if key is not None and key.startswith("\0") else key, ids, counts.get(key, len(ids)))
-            for key, ids in by_value.items()
-        ]
+        field = plan.group_by
+        all_groups = group_ids(order, lambda doc_id: group_value(hits.get(doc_id), field), plan.per_group)
         groups = all_groups[plan.offset : plan.offset + plan.limit]
         page_ids = [doc_id for g in groups for doc_id in g.ids]
     else:

@@ -244,8 +244,11 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
     """The kNN leg's request: the top-level ``knn`` section; on a point-in-time the ``knn`` query (the
     ``window`` nearest documents as an ordinary scored query, so a walk can page on with ``search_after``)."""
     if plan.pit is not None:
-        return knn_query_request(
-            vector, scope=plan.scope, depth=plan.candidates, size=plan.window, passages=plan.passages
+        return _arranging(
+            plan,
+            knn_query_request(
+                vector, scope=plan.scope, depth=plan.candidates, size=plan.window, passages=plan.passages
+            ),
         )
     body = knn_request(
         vector,

@@ -67,6 +67,8 @@ ANSWER_DESCRIPTION = (
 
 #: The facets the model may ask for (``storage._facets`` syntax).
 ToolFacet = Literal["ticker", "source", "doc_type", "published_at:year", "published_at:month"]
+#: The fields the model may ask one result per (``group_by``).
+ToolGroup = Literal["ticker", "source", "doc_type"]
 
 
 class ToolPolicy(BaseModel):
@@ -98,6 +100,8 @@ class ToolPolicy(BaseModel):
     diversity: float = Field(default=0.0, ge=0.0, le=1.0)
     #: The model may ask for counts of the matches (``facets``: by ticker, source, doc type, year, month).
     facets: bool = True
+    #: The model may ask for one result per ticker, source or doc type (``one_per``).
+    groups: bool = True
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -131,7 +135,8 @@ class ToolPolicy(BaseModel):
 
 class ToolSettings(BaseSettings):
     """The tool policy from the environment (``TOOL_LIMIT``, ``TOOL_MAX_CHARS``, ``TOOL_MODE``,
-    ``TOOL_TENANT_ID``, ``TOOL_FILTERS``: a comma-separated list, ``TOOL_MIN_SIMILARITY``...), for the MCP
+    ``TOOL_TENANT_ID``, ``TOOL_FILTERS``: a comma-separated list, ``TOOL_MIN_SIMILARITY``, ``TOOL_FACETS``,
+    ``TOOL_GROUPS``...), for the MCP
     server; arguments given on the command line win."""
 
     model_config = SettingsConfigDict(env_prefix="TOOL_", extra="ignore", frozen=True)
@@ -147,6 +152,7 @@ class ToolSettings(BaseSettings):
     min_similarity: float | None = None
     diversity: float | None = None
     facets: bool | None = None
+    groups: bool | None = None
 
     def policy(self, **overrides: Any) -> ToolPolicy:
         values = self.model_dump(exclude={"filters"}) | {"allowed_filters": self.filters}
@@ -185,6 +191,14 @@ def search_arguments(policy: ToolPolicy) -> type[BaseModel]:
                 None,
                 max_length=3,
                 description="Also count all the matches by these (e.g. how many per ticker or per year); at most 3.",
+            ),
+        )
+    if policy.groups:
+        fields["one_per"] = (
+            ToolGroup | None,
+            Field(
+                None,
+                description="Show at most one result per ticker, source or doc type (e.g. the best of each company).",
             ),
         )
     for name in policy.allowed_filters:

@@ -76,11 +76,13 @@ def format_results(
     snippet_chars: int = 280,
     shown_query: str | None = None,
     hits: Sequence[SearchHit] | None = None,
+    one_per: str | None = None,
 ) -> str:
     """A numbered list an LLM can read and cite: ``[#id]``, title, source/date, the relevance that ordered it,
     which legs found it, a capped snippet (a long document's best passage); the whole within ``max_chars``:
     snippets shorten (to 80 characters) so that every result asked for fits before results are left out.
-    ``hits``: the ones to show (default the response's). The header says how many are shown of how many."""
+    ``hits``: the ones to show (default the response's); ``one_per``: the field they were grouped by. The
+    header says how many are shown of how many."""
     query = shown_query if shown_query is not None else response.query
     shown = list(response.hits if hits is None else hits)
     if not shown:
@@ -96,6 +98,8 @@ def format_results(
         )
     if response.facets:
         notes.append(format_facets(response))
+    if one_per is not None:
+        notes.append(f"One result per {one_per.replace('_', ' ')}.")
     used = 120 + sum(len(n) + 1 for n in notes)  # the header's room
     heads = [f"\n{n}. [#{hit.id}] {hit.title or '(untitled)'}\n   {_meta(hit)}\n   " for n, hit in enumerate(shown, 1)]
     # Asked for many: shorter snippets (down to _MIN_SNIPPET) before fewer results.

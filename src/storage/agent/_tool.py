@@ -139,6 +139,7 @@ class SearchTool:
         values = args.model_dump()
         query, limit = str(values.pop("query")), int(values.pop("limit"))
         facets = values.pop("facets", None)
+        one_per = values.pop("one_per", None)
         filters: dict[str, Any] = {}
         dates = {op: values.pop(key) for key, op in (("date_from", "gte"), ("date_to", "lte")) if key in values}
         if any(v is not None for v in dates.values()):
@@ -157,13 +158,17 @@ class SearchTool:
                 window=max(limit, self.client.settings.window),
                 facets=facets or None,
                 diversity=p.diversity,
+                group_by=one_per,
             )
         except SearchError as exc:
             return self._failure(exc)
         hits = [h for h in response.hits if self._relevant(h)]
         if not hits:
             return ToolReply(no_matches(response.query))
-        return ToolReply(format_results(response, max_chars=p.max_chars, snippet_chars=p.snippet_chars, hits=hits))
+        text = format_results(
+            response, max_chars=p.max_chars, snippet_chars=p.snippet_chars, hits=hits, one_per=one_per
+        )
+        return ToolReply(text)
 
     def _relevant(self, hit: SearchHit) -> bool:
         """A hit the keyword leg found, or a semantic match close enough (nonsense has nearest neighbours)."""
