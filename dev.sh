@@ -102,7 +102,7 @@ run_tests() {
   echo "== mypy --strict"
   "$VENV/bin/mypy" || status=1
   echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
-  ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest "$@" || status=$?
+  ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest --durations=15 "$@" || status=$?
   if [ -n "$CHAT_BUILD_PID" ]; then
     wait "$CHAT_BUILD_PID" 2>/dev/null || true
     echo "== local chat server build: $(tail -n 1 "$REPO/.cache/llm/install.log")"
@@ -144,13 +144,37 @@ run_tests() {
   PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest -q \
     -m "smoke or matrix" "$@" || status=$?
   check_no_jvm_left || status=1
-  local version
+  # Two servers at a time: each run is one test on a node of its own, mostly waiting on that node.
+  local version logs pids=() names=()
+  logs="$(mktemp -d)"
   for version in $ES_MATRIX; do
-    echo "== pytest -m matrix against Elasticsearch $version ($client9)"
-    PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$version" "$py" -m pytest -q -m matrix "$@" \
-      || status=$?
-    check_no_jvm_left || status=1
+    PYTHONPATH="$overlay${PYTHONPATH:+:$PYTHONPATH}" ES_VERSION="$version" "$py" -m pytest -q -p no:cacheprovider \
+      -m matrix "$@" >"$logs/$version.log" 2>&1 &
+    pids+=("$!")
+    names+=("$version")
+    if [ "${#pids[@]}" -eq 2 ]; then
+      matrix_wait "$client9" "$logs" pids names || status=1
+    fi
   done
+  matrix_wait "$client9" "$logs" pids names || status=1
+  rm -rf "$logs"
+  check_no_jvm_left || status=1
+  return "$status"
+}
+
+# Wait for the matrix runs in flight (arrays named by $3 and $4), print each one's log in order.
+matrix_wait() {
+  local -n _pids="$3" _names="$4"
+  local i status=0
+  for i in "${!_pids[@]}"; do
+    local rc=0
+    wait "${_pids[$i]}" || rc=$?
+    echo "== pytest -m matrix against Elasticsearch ${_names[$i]} ($1): exit $rc"
+    cat "$2/${_names[$i]}.log"
+    [ "$rc" -eq 0 ] || status=1
+  done
+  _pids=()
+  _names=()
   return "$status"
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage import FacetSpec, InvalidQuery
-from storage._engine.arrange import mmr_order
+from storage._engine.arrange import group_ids, mmr_order
 from storage._facets import facet_aggregations, parse_facets, read_facets
 
 TYPES = {"region": "keyword", "score": "long", "note": "text"}
@@ -92,3 +92,14 @@ def test_mmr_spreads_exact_duplicates_out() -> None:
 def test_mmr_keeps_a_document_without_a_vector_where_relevance_puts_it() -> None:
     order = mmr_order(["a", "x", "b"], {"a": [1.0, 0.0], "b": [1.0, 0.0]}, 0.5)
     assert order[:2] == ["a", "x"]
+
+
+def test_groups_keep_each_values_first_hits_in_order_and_count_them_all() -> None:
+    values = {"a1": "A", "b1": "B", "a2": "A", "x": None, "a3": "A", "b2": "B", "y": None}
+    groups = group_ids(list(values), values.get, per_group=2)
+    assert [(g.value, g.ids, g.known_matches) for g in groups] == [
+        ("A", ["a1", "a2"], 3),
+        ("B", ["b1", "b2"], 2),
+        (None, ["x"], 1),  # a hit without a value: a group of its own, in its place
+        (None, ["y"], 1),
+    ]

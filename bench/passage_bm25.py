@@ -1,0 +1,175 @@
+"""Passage-level BM25 against document-level BM25 (issue 42: "try it, keep it only if it measures better").
+
+For each collection, the product's passages-layout index gives the document-level legs (BM25 over the whole
+text, kNN by best vector: ``client.retrieve``, window 100). A second, throwaway index holds every document's
+head and passages as separate Elasticsearch documents (the product's own cuts: ``storage.passages`` with the
+local model's tokenizer; title in the ``title`` field, the passage in ``text``, the product's analyzer),
+searched with the product's BM25 query; a document scores by its best passage (MaxP) or by the sum of its
+best three. Then nDCG@10 of each BM25 variant alone and fused with the same kNN list (the fusion in force).
+
+    .venv/bin/python bench/passage_bm25.py [--sets scifact-x10 lisa-x10 scifact cacm lisa]
+
+Starts a local Elasticsearch (1 GiB heap) unless ES_URL is set. Prints a table; JSON in
+bench/results/passage_bm25.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch, helpers
+from passages_product import folder
+
+from embeddings import CachedEmbedder, LocalEmbedder
+from storage import SearchClient, SearchSettings
+from storage._fusion import fused_list
+from storage._queries import bm25_request
+from storage._tenancy import read_scope
+from storage.evaluation import fuse_top, load_beir, measure
+from storage.local_es import url_or_local
+from storage.passages import PassageSetting, plan_passages
+
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = 100
+
+
+async def passage_rows(embedder: LocalEmbedder, docs: list[Any]) -> list[dict[str, Any]]:
+    """Each document's head and passages as rows (the product's cuts)."""
+    rows: list[dict[str, Any]] = []
+    setting = PassageSetting()
+    for start in range(0, len(docs), 64):
+        batch = docs[start : start + 64]
+        spans = await embedder.token_spans([d.text for d in batch] + [d.title or "" for d in batch])
+        for n, d in enumerate(batch):
+            plan = plan_passages(
+                d.text,
+                spans[n],
+                title_tokens=len(spans[len(batch) + n]),
+                window=embedder.window_tokens,
+                overhead=embedder.overhead_tokens,
+                setting=setting,
+            )
+            for p, (s, e) in enumerate(((0, plan.head_end), *plan.passages)):
+                rows.append({"_id": f"{d.id}#{p}", "doc": d.id, "title": d.title or "", "text": d.text[s:e]})
+    return rows
+
+
+async def passage_lists(es: AsyncElasticsearch, index: str, queries: dict[str, str]) -> dict[str, dict[str, list]]:
+    """query -> {"maxp": ids, "sum3": ids}: documents by their best passage, and by their best three summed."""
+    scope = read_scope(None, None, what="search", multi_tenant=False)
+    out: dict[str, dict[str, list]] = {}
+    for qid, text in queries.items():
+        body = bm25_request(text, scope=scope, size=1000)
+        body["docvalue_fields"] = ["doc"]
+        hits = (await es.search(index=index, **body)).body["hits"]["hits"]
+        best: dict[str, float] = {}
+        top3: dict[str, list[float]] = {}
+        for h in hits:
+            doc = h["fields"]["doc"][0]
+            best.setdefault(doc, float(h["_score"]))
+            top3.setdefault(doc, [])
+            if len(top3[doc]) < 3:
+                top3[doc].append(float(h["_score"]))
+        maxp = sorted(best, key=lambda d: -best[d])[:WINDOW]
+        sums = {d: sum(v) for d, v in top3.items()}
+        sum3 = sorted(sums, key=lambda d: -sums[d])[:WINDOW]
+        out[qid] = {"maxp": (maxp, [best[d] for d in maxp]), "sum3": (sum3, [sums[d] for d in sum3])}
+        every = sorted(best, key=lambda d: -best[d])
+        out[qid]["maxp_all"] = (every, [best[d] for d in every])
+    return out
+
+
+async def measure_set(url: str, name: str) -> dict[str, Any]:
+    data = load_beir(folder(name))
+    local = LocalEmbedder()
+    cached = CachedEmbedder(local, ROOT / ".cache" / "embeddings")
+    index = f"bench-pbm25-{name}".lower()
+    settings = SearchSettings(url=url, index=index, leg_timeout_s=60, passages=True)
+    queries = {q: data.queries[q] for q in sorted(data.qrels) if q in data.queries}
+    qrels = {q: data.qrels[q] for q in queries}
+    async with SearchClient.from_settings(settings, embedder=cached) as client:
+        await client.delete_index()
+        await client.ensure_index()
+        assert (await client.index_documents(data.documents, refresh=True)).ok
+        setting, _ = await client.fusion_in_force()
+        legs: dict[str, dict[str, Any]] = {}
+        for qid, text in queries.items():
+            found = await client.retrieve(text, window=WINDOW, limit=1)
+            legs[qid] = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in found.items()}
+            deep = (await client.retrieve(text, mode="bm25", window=1000, limit=1))["bm25"]
+            legs[qid]["bm25_deep"] = ([h.id for h in deep], [h.score for h in deep])
+        await client.delete_index()
+    es = AsyncElasticsearch(url, request_timeout=120)
+    pindex = f"bench-pbm25-passages-{name}".lower()
+    try:
+        await es.options(ignore_status=404).indices.delete(index=pindex)
+        await es.indices.create(
+            index=pindex,
+            mappings={
+                "properties": {
+                    "doc": {"type": "keyword"},
+                    "title": {"type": "text", "analyzer": settings.analyzer},
+                    "text": {"type": "text", "analyzer": settings.analyzer},
+                }
+            },
+        )
+        rows = await passage_rows(local, list(data.documents))
+        await helpers.async_bulk(es, ({"_index": pindex, **r} for r in rows), chunk_size=1000)
+        await es.indices.refresh(index=pindex)
+        plists = await passage_lists(es, pindex, queries)
+        await es.indices.delete(index=pindex)
+    finally:
+        await es.close()
+    out: dict[str, Any] = {"set": name, "documents": len(data.documents), "rows": len(rows)}
+    variants = {
+        "document": {q: legs[q]["bm25"] for q in queries},
+        "maxp": {q: plists[q]["maxp"] for q in queries},
+        "sum3": {q: plists[q]["sum3"] for q in queries},
+        # A document's whole-text score plus its best passage's (one bool query of both would score so).
+        "doc_plus_maxp": {q: _summed(legs[q]["bm25_deep"], plists[q]["maxp_all"]) for q in queries},
+    }
+    out["knn"] = round(measure(qrels, {q: list(legs[q]["knn"][0][:10]) for q in queries})[0], 4)
+    for variant, bm25 in variants.items():
+        out[f"bm25_{variant}"] = round(measure(qrels, {q: list(bm25[q][0][:10]) for q in queries})[0], 4)
+        fused = {q: fuse_top({"bm25": bm25[q], "knn": legs[q]["knn"]}, setting, 2 * setting.window) for q in queries}
+        out[f"hybrid_{variant}"] = round(measure(qrels, fused)[0], 4)
+    # Three legs fused (RRF, the default k, equal weights): whole-text BM25, best-passage BM25, kNN.
+    three = {
+        q: fused_list(
+            {"bm25": legs[q]["bm25"], "bm25p": plists[q]["maxp"], "knn": legs[q]["knn"]}, k=setting.k
+        ).top_ids(2 * WINDOW)
+        for q in queries
+    }
+    out["hybrid_three_legs"] = round(measure(qrels, three)[0], 4)
+    return out
+
+
+def _summed(doc: tuple[list[str], list[float]], passage: tuple[list[str], list[float]]) -> tuple[list, list]:
+    total: dict[str, float] = {}
+    for ids, scores in (doc, passage):
+        for i, sc in zip(ids, scores, strict=True):
+            total[i] = total.get(i, 0.0) + sc
+    ranked = sorted(total, key=lambda i: -total[i])[:WINDOW]
+    return ranked, [total[i] for i in ranked]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=["scifact-x10", "lisa-x10", "scifact", "cacm", "lisa"])
+    args = parser.parse_args()
+    results = []
+    with url_or_local("bench-pbm25", heap="1g") as url:
+        for name in args.sets:
+            row = asyncio.run(measure_set(url, name))
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    out = ROOT / "bench" / "results" / "passage_bm25.json"
+    out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
