@@ -59,12 +59,18 @@ class Embedded:
     vectors: list[Vector]
     spans: tuple[Span, ...] = ()
 
-    def source(self) -> dict[str, Any]:
+    def source_for(self, *, with_text: bool) -> dict[str, Any]:
+        """The ``_source`` written; ``with_text``: the target indexes each passage's title and text (they are
+        not stored: its ``_source`` excludes them)."""
         out = {**self.record.source, "embedding": self.vectors[0]}
         if self.spans:
             out["passages"] = [
                 {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
             ]
+            if with_text:
+                title, text = self.record.title, self.record.text
+                for passage in out["passages"]:
+                    passage["title"], passage["text"] = title, text[passage["start"] : passage["end"]]
         return out
 
 
@@ -150,6 +156,7 @@ class Ingester:
         b = self._b
         info = await b.metadata.read_target(target)
         setting = info.passage_setting
+        with_text = info.writes_passage_text
         if info.content_hash:  # the target records each document's content: unchanged ones are skipped
             records = [_hashed(r) for r in records]
             look = bool(records) and await self._indices.count_all(target) > 0
@@ -200,7 +207,13 @@ class Ingester:
         async def consume() -> None:
             while (item := await queue.get()) is not None:
                 actions = [
-                    {"_op_type": "index", "_index": target, "_id": e.record.id, "_source": e.source()} for e in item
+                    {
+                        "_op_type": "index",
+                        "_index": target,
+                        "_id": e.record.id,
+                        "_source": e.source_for(with_text=with_text),
+                    }
+                    for e in item
                 ]
                 try:
                     results = await b.es_call(

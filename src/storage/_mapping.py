@@ -27,9 +27,10 @@ INDEX_VERSION_WIDTH = 6
 #: A digest of each document's stored content (``_models.content_hash``): read as a doc value to skip
 #: documents indexed again unchanged; added to indices made before it (a new field is always accepted).
 CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
-#: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each).
+#: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
+#: 3: each passage's title and text indexed too (not stored: BM25 reads the passages).
 MAPPING_VERSION = 1
-PASSAGES_MAPPING_VERSION = 2
+PASSAGES_MAPPING_VERSION = 3
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
@@ -87,7 +88,9 @@ def index_body(
     - with ``passages``: a nested ``passages`` field (``start``, ``end``: offsets in the text; ``vector``) holds
       every vector of the document, the head first; the kNN leg searches it (a document scores by its best
       vector) and the head's own ``embedding`` is kept (in ``_source``) but not indexed a second time.
-      Passage vectors are left out of ``_source`` (the offsets stay): the text is re-embedded, never copied.
+      Each passage's title and text are indexed too (BM25 scores a document by its whole text plus its
+      best passage: ``storage._queries.bm25_request``). Passage vectors and texts are left out of
+      ``_source`` (the offsets stay): the text is stored once, and re-embedded, never copied.
     - ``_meta`` records the model, dims and passage setting so a mismatch is caught at start-up.
     """
     text_field = {"type": "text", "analyzer": analyzer}
@@ -122,9 +125,11 @@ def index_body(
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
                 "vector": vector,
+                "title": text_field,
+                "text": text_field,
             },
         }
-        mappings["_source"] = {"excludes": ["passages.vector"]}
+        mappings["_source"] = {"excludes": ["passages.vector", "passages.title", "passages.text"]}
     return {
         "settings": {
             "index": {

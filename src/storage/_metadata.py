@@ -58,6 +58,10 @@ class TargetInfo:
     content_hash: bool = False
     #: The mapped type of each ``metadata.<key>`` in any of its indices (what a facet may count).
     metadata_types: Mapping[str, str] = field(default_factory=dict)
+    #: Every index of the target holds its passages' text (BM25 reads each passage; storage._queries).
+    passage_text: bool = False
+    #: Its newest index does (what writes to it give each passage).
+    writes_passage_text: bool = False
 
 
 def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
@@ -68,8 +72,15 @@ def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
     layouts = [_has_passages(info) for info in mappings.values()]
     setting = stored_passages(index_meta(mappings, newest).get("embedding"))
     props = mappings[newest].get("mappings", {}).get("properties", {}) if isinstance(mappings[newest], Mapping) else {}
+    texts = [_has_passage_text(info) for info in mappings.values()]
     return TargetInfo(
-        stored_setting(mappings), all(layouts), setting, "content_hash" in props, _metadata_types(mappings)
+        stored_setting(mappings),
+        all(layouts),
+        setting,
+        "content_hash" in props,
+        _metadata_types(mappings),
+        passage_text=all(texts),
+        writes_passage_text=_has_passage_text(mappings[newest]),
     )
 
 
@@ -87,6 +98,12 @@ def _metadata_types(mappings: Mapping[str, Any]) -> dict[str, str]:
 def _has_passages(info: Any) -> bool:
     props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
     return isinstance(props, Mapping) and props.get("passages", {}).get("type") == "nested"
+
+
+def _has_passage_text(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    passages = props.get("passages", {}) if isinstance(props, Mapping) else {}
+    return _has_passages(info) and "text" in (passages.get("properties") or {})
 
 
 class IndexMetadata:

@@ -11,6 +11,7 @@ from ._tenancy import Scope
 
 __all__ = [
     "BM25_FIELDS",
+    "PASSAGE_FIELDS",
     "PIT_SORT",
     "TIE_BREAKER",
     "bm25_fuzzy_request",
@@ -46,6 +47,7 @@ def bm25_request(
     size: int,
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
+    passage_text: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: BM25 over ``fields`` inside ``bool.filter``.
 
@@ -56,11 +58,26 @@ def bm25_request(
     Ids and scores only (no ``_source``, no highlights): the documents of the hits that are shown come from
     one :func:`fetch_request` after fusion. The scope's doc values (the tenant, for the second check) ride
     along cheaply.
+
+    ``passage_text``: the index holds each passage's text (``storage._mapping``); a document then scores by
+    its whole text **plus** its best passage (the same query over the passages' title and text, the best
+    one's score): a long document whose words meet in one section ranks above one that scatters them.
     """
-    return _ids_only({"query": _bm25_query(text, scope, fields, clause), "size": size}, scope.doc_values)
+    query = _bm25_query(text, scope, fields, clause, passage_text=passage_text)
+    return _ids_only({"query": query, "size": size}, scope.doc_values)
 
 
-def _bm25_query(text: str, scope: Scope, fields: Sequence[str], clause: dict[str, Any] | None) -> dict[str, Any]:
+#: The fields of each passage that BM25 reads (a passage's title is its document's).
+PASSAGE_FIELDS: tuple[str, ...] = ("passages.title", "passages.text")
+
+
+def _bm25_query(
+    text: str, scope: Scope, fields: Sequence[str], clause: dict[str, Any] | None, *, passage_text: bool = False
+) -> dict[str, Any]:
+    if clause is None and passage_text and fields == BM25_FIELDS:
+        best = {"nested": {"path": "passages", "score_mode": "max", "query": _keywords(text, PASSAGE_FIELDS)}}
+        whole = _keywords(text, fields)
+        return {"bool": {"should": [whole, best], "minimum_should_match": 1, "filter": list(scope.clauses)}}
     return {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
 
 
@@ -72,6 +89,7 @@ def group_tail_requests(
     field: str,
     exclude: Sequence[str],
     per_group: int,
+    passage_text: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two streams of a grouped walk's tail (``storage._walk_groups``), without size or position:
 
@@ -79,7 +97,7 @@ def group_tail_requests(
       one hit per value (its best), best first, with the value's best ``per_group`` hits and their count;
     - the BM25 matches without a value (each a group of its own), in BM25 order.
     """
-    grouped = _bm25_query(text, scope, BM25_FIELDS, clause)
+    grouped = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text)
     grouped["bool"]["filter"] = [*grouped["bool"]["filter"], {"exists": {"field": field}}]
     if exclude:
         grouped["bool"]["must_not"] = [{"terms": {field: list(exclude)}}]
@@ -88,7 +106,7 @@ def group_tail_requests(
         inner["docvalue_fields"] = list(scope.doc_values)
     collapsed = _ids_only({"query": grouped}, scope.doc_values)
     collapsed["collapse"] = {"field": field, "inner_hits": inner}
-    loose = _bm25_query(text, scope, BM25_FIELDS, clause)
+    loose = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text)
     loose["bool"]["must_not"] = [{"exists": {"field": field}}]
     return collapsed, _ids_only({"query": loose}, scope.doc_values)
 

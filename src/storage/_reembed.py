@@ -81,7 +81,10 @@ class Reembedder:
         previous = mappings.get("_meta", {}).get("embedding", {}).get("model_id")
         report = {"alias": alias, "source": source, "previous_model": previous, "model": emb.model_id}
         built = stored_passages(mappings.get("_meta", {}).get("embedding"))
-        if previous == emb.model_id and built == b.passage_setting(emb) and len(current) == 1:
+        # (an index read in passages from before their text was indexed is rebuilt too: storage._mapping)
+        passage_props = mappings.get("properties", {}).get("passages", {}).get("properties", {})
+        current_layout = built is None or "text" in passage_props
+        if previous == emb.model_id and built == b.passage_setting(emb) and current_layout and len(current) == 1:
             return ReembedReport(
                 **report,
                 target=None,

@@ -167,7 +167,9 @@ class Walker:
             in_tail = True
             size = min(2 * (page_size - len(chosen)) + 10, 1000)
             body = on_pit(
-                bm25_request(plan.text, scope=plan.scope, size=size, clause=plan.bm25_clause),
+                bm25_request(
+                    plan.text, scope=plan.scope, size=size, clause=plan.bm25_clause, passage_text=plan.passage_text
+                ),
                 pit,
                 keep_alive,
                 tail_after,

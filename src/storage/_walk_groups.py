@@ -80,6 +80,7 @@ async def grouped_tail(
         field=plan.group_by,
         exclude=sorted(head_values),
         per_group=plan.per_group,
+        passage_text=plan.passage_text,
     )
     batch = min(2 * need + 10, 1000)
     taken, collapsed_done = position.taken, position.collapsed_done

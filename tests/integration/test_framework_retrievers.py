@@ -229,7 +229,7 @@ async def test_the_langchain_agent_tools_serve_the_one_tool_contract(loaded: Sea
     tools = {t.name: t for t in lc.agent_tools(agent_tool)}
     assert set(tools) == {"search_documents", "get_document", "answer"}
     schema = tools["search_documents"].tool_call_schema.model_json_schema()
-    assert set(schema["properties"]) == {"query", "limit", "facets", "ticker"}
+    assert set(schema["properties"]) == {"query", "limit", "facets", "one_per", "ticker"}
     assert schema["properties"]["limit"]["maximum"] == 20
     found = await tools["search_documents"].ainvoke({"query": QUERY, "ticker": "MSFT"})
     assert found == await agent_tool.run({"query": QUERY, "ticker": "MSFT"})  # the same text as every surface

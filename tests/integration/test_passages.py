@@ -12,6 +12,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder, Vector
 from storage import Document, PassagesMismatch, SearchClient, SearchSettings
+from storage._mapping import index_body
 from storage.passages import PassageSetting
 
 pytestmark = pytest.mark.smoke
@@ -76,6 +77,68 @@ async def test_the_knn_leg_finds_a_long_document_by_the_passage_that_matches_and
     assert stored["passages"][0] == {"start": 0, "end": stored["passages"][0]["end"]}  # the head first, no vector
     assert len(stored["passages"]) > 3
     assert "vector" not in stored["passages"][1]
+
+
+QUERY = "Zorblax quantum widget revenue"
+#: The query's words, one every few sentences: the same words and length as "long", never together.
+SCATTERED = " ".join(f"{word} {FILLER}" for word in QUERY.split()) + FILLER * 26 + "Their outlook is unchanged."
+
+
+async def test_bm25_ranks_a_long_document_whose_words_meet_in_one_passage_above_one_that_scatters_them(
+    passages: SearchClient, es: AsyncElasticsearch
+) -> None:
+    await passages.index_documents([Document(id="scattered", title="Annual report", text=SCATTERED)], refresh=True)
+    res = await passages.search(QUERY, mode="bm25", limit=5)
+    assert res.ids[:2] == ["long", "scattered"]  # same words, same length: the one where they meet wins
+    stored = (await es.get(index=passages.index, id="long")).body["_source"]
+    assert all(set(p) == {"start", "end"} for p in stored["passages"])  # passage texts indexed, not stored
+    # Whole-text BM25 alone (an index without passages) cannot tell the two apart.
+    async with SearchClient.from_settings(
+        passages.settings.model_copy(update={"index": passages.index + "-heads", "passages": False}),
+        embedder=_embedder(),
+    ) as heads:
+        await heads.ensure_index()
+        both = [d for d in DOCS if d.id == "long"] + [Document(id="scattered", title="Annual report", text=SCATTERED)]
+        await heads.index_documents(both, refresh=True)
+        flat = {h.id: h.score for h in (await heads.retrieve(QUERY, mode="bm25", window=5, limit=5))["bm25"]}
+        assert flat["long"] == pytest.approx(flat["scattered"])
+        await heads.delete_index()
+    # The walk's BM25 order is the same query's (its tail pages on with the leg's sort values).
+    page = await passages.search_page(QUERY, mode="bm25", page_size=2)
+    assert page.ids == ["long", "scattered"]
+
+
+async def test_an_index_read_in_passages_without_their_text_keeps_working(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    """An index made before passages' text was indexed: searched and written as it was (whole-text BM25)."""
+    s = settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6})
+    embedder = _embedder()
+    body = index_body(
+        dimensions=embedder.dimensions,
+        normalized=embedder.normalized,
+        model_id=embedder.model_id,
+        analyzer=s.analyzer,
+        passages=s.passage_setting(),
+    )
+    props = body["mappings"]["properties"]["passages"]["properties"]
+    del props["title"], props["text"]
+    body["mappings"]["_source"] = {"excludes": ["passages.vector"]}
+    await es.indices.create(index=s.index + "-000001", aliases={s.index: {"is_write_index": True}}, **body)
+    async with SearchClient.from_settings(s, embedder=embedder) as client:
+        await client.ensure_index()
+        report = await client.index_documents(DOCS, refresh=True)
+        assert report.ok, report.failed
+        res = await client.search(QUERY, limit=3)
+        assert res.ids[0] == "long"
+        assert res.hits[0].passages
+        moved = await client.reembed(delete_old=True)  # the same model and setting: rebuilt with the text
+        assert moved.promoted
+        assert moved.embedded == len(DOCS)
+        mapping = (await es.indices.get_mapping(index=client.index)).body
+        assert all("text" in m["mappings"]["properties"]["passages"]["properties"] for m in mapping.values())
+        again = await client.reembed()
+        assert again.target is None  # now nothing to do
 
 
 async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(passages: SearchClient) -> None:

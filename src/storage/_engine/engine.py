@@ -82,6 +82,7 @@ class Engine:
             has_reranker=b.reranker is not None,
             below=below,
             passages=target.passages,
+            passage_text=target.passage_text,
             metadata_types=(await self._metadata_types(request, target.metadata_types))
             if request.facets
             else target.metadata_types,

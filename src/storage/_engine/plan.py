@@ -76,6 +76,8 @@ class Plan:
     tenant_id: str | None = None
     #: The target is read in passages: the kNN leg searches them and returns each hit's best this many.
     passages: int = 0
+    #: The target holds its passages' text: BM25 scores a document by its whole text plus its best passage.
+    passage_text: bool = False
     #: Facets counted over the match set (storage._facets), alongside the legs.
     facets: tuple[FacetSpec, ...] = ()
     #: Collapse to the best ``per_group`` hits per value of this field; ``limit``/``offset`` count groups.
@@ -115,11 +117,13 @@ def plan_search(
     has_reranker: bool,
     below: InForce,
     passages: bool = False,
+    passage_text: bool = False,
     metadata_types: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion_setting.configured_fusion``); ``passages``: the target is
-    read in passages; ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
+    read in passages (``passage_text``: and holds their text); ``metadata_types``: its ``metadata.<key>``
+    mappings (for facets)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -193,6 +197,7 @@ def plan_search(
         rerank_candidates=rerank_candidates,
         fusion_sources=sources,
         passages=settings.passages_shown if passages else 0,
+        passage_text=passage_text,
         facets=parse_facets(r.facets, metadata_types or {}) if r.facets else (),
         group_by=_group_by(r.group_by, r.per_group),
         per_group=r.per_group,

@@ -227,7 +227,10 @@ class Retriever:
 
 def _bm25_body(plan: Plan) -> dict[str, Any]:
     """The BM25 leg's request, the same in every round-trip shape (on a point-in-time: ``window`` deep)."""
-    return _arranging(plan, bm25_request(plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause))
+    body = bm25_request(
+        plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause, passage_text=plan.passage_text
+    )
+    return _arranging(plan, body)
 
 
 def _arranging(plan: Plan, body: dict[str, Any]) -> dict[str, Any]:
