@@ -142,6 +142,8 @@ class TelemetrySink:
         self._buffer: collections.deque[dict[str, Any]] = collections.deque()
         self._lock = threading.Lock()
         self._wake = asyncio.Event()
+        #: Held while a batch is on its way: flush() waits for the shipper's batch in flight too.
+        self._sending = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -179,9 +181,13 @@ class TelemetrySink:
                 self._loop.call_soon_threadsafe(self._wake.set)
 
     async def flush(self) -> None:
-        """Send everything buffered now (for tests and shutdown)."""
-        while self._buffer:
-            await self._send_batch()
+        """Send everything emitted so far, and wait for it: what is buffered, and a batch the shipper has on
+        its way (for tests and shutdown)."""
+        while True:
+            async with self._sending:
+                if not self._buffer:
+                    return
+                await self._send_batch()
 
     async def _run(self) -> None:
         while True:
@@ -192,7 +198,8 @@ class TelemetrySink:
                     await self._wake.wait()
             self._wake.clear()
             while self._buffer:
-                await self._send_batch()
+                async with self._sending:
+                    await self._send_batch()
 
     async def _send_batch(self) -> None:
         with self._lock:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.own_servers, pytest.mark.slow]
 
 ROOT = Path(__file__).parents[2]
 #: The server the README's Docker path runs (docker-compose.yml's default).
@@ -56,25 +56,46 @@ def _ours(home: Path, **extra: str) -> dict[str, str]:
     return _clean_env(home, PYTHONWARNINGS="error", **extra)
 
 
-@pytest.fixture(params=["pip's choice", "8.x client"])
-def installed(request: pytest.FixtureRequest, wheel: Path, tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
-    """(the venv's bin/, a working directory outside the checkout, the elasticsearch-py version installed)."""
-    home = tmp_path / "user"
+@pytest.fixture(scope="module")
+def user_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    """The wheel installed into a new venv as pip resolves it: (the venv's bin/, the user's home, the
+    elasticsearch-py version pip chose)."""
+    root = tmp_path_factory.mktemp("user-venv")
+    home = root / "user"
     home.mkdir()
-    venv.create(tmp_path / "venv", with_pip=True)
-    bin_dir = tmp_path / "venv" / "bin"
-    pins = ["elasticsearch[async]>=8.14,<9"] if request.param == "8.x client" else []
+    venv.create(root / "venv", with_pip=True)
+    bin_dir = root / "venv" / "bin"
+    _pip(home, bin_dir, str(wheel))
+    yield bin_dir, home, _client_version(home, bin_dir)
+    shutil.rmtree(root / "venv", ignore_errors=True)
+
+
+@pytest.fixture(params=["pip's choice", "8.x client"])
+def installed(request: pytest.FixtureRequest, user_venv: tuple[Path, Path, str]) -> tuple[Path, Path, str]:
+    """(the venv's bin/, a working directory outside the checkout, the elasticsearch-py version installed):
+    the client pip chose, or the 8.x client installed over it (one venv: installing the wheel twice cost
+    45 s a CI run)."""
+    bin_dir, home, chosen = user_venv
+    wanted = "elasticsearch[async]>=8.14,<9" if request.param == "8.x client" else f"elasticsearch[async]=={chosen}"
+    if request.param == "8.x client" or _client_version(home, bin_dir) != chosen:
+        _pip(home, bin_dir, wanted)
+    client = _client_version(home, bin_dir)
+    print(f"\n{request.param}: elasticsearch-py {client}")
+    return bin_dir, home, client
+
+
+def _pip(home: Path, bin_dir: Path, *requirements: str) -> None:
     subprocess.run(
-        [str(bin_dir / "pip"), "install", "--quiet", "--disable-pip-version-check", str(wheel), *pins],
+        [str(bin_dir / "pip"), "install", "--quiet", "--disable-pip-version-check", *requirements],
         check=True,
         timeout=900,
         env=_clean_env(home),
     )
+
+
+def _client_version(home: Path, bin_dir: Path) -> str:
     version = "import elasticsearch; print(elasticsearch.__versionstr__)"
-    client = _run(home, str(bin_dir / "python"), "-c", version).stdout.strip()
-    print(f"\n{request.param}: elasticsearch-py {client}")
-    yield bin_dir, home, client
-    shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+    return _run(home, str(bin_dir / "python"), "-c", version).stdout.strip()
 
 
 def _run(home: Path, *command: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess[str]:

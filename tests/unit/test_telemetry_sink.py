@@ -37,3 +37,40 @@ async def test_closing_the_sink_in_the_pass_a_full_batch_wakes_it_stops_the_ship
     async with asyncio.timeout(5):
         await sink.aclose()
     assert sink.shipped + sink.dropped == 2  # every event accounted for
+
+
+class _SlowES(_AcceptingES):
+    """Holds each bulk until released, so a batch can be caught on its way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.sending = asyncio.Event()
+        self.indexed: list[dict[str, Any]] = []
+
+    async def bulk(self, *, index: str, operations: list[dict[str, Any]]) -> SimpleNamespace:
+        self.sending.set()
+        await self.release.wait()
+        self.indexed += operations[1::2]
+        return await super().bulk(index=index, operations=operations)
+
+
+async def test_flush_returns_only_when_the_batch_the_shipper_has_in_flight_is_indexed() -> None:
+    """A CI run read the data stream right after flush() and missed two events: the shipper's timer had
+    taken them from the buffer, and flush() found it empty and returned while their bulk was on its way."""
+    es = _SlowES()
+    sink = TelemetrySink(es, flush_interval_s=0.01)  # type: ignore[arg-type]
+    await sink.start()
+    sink.emit({"n": 1})
+    sink.emit({"n": 2})
+    async with asyncio.timeout(5):
+        await es.sending.wait()  # the shipper's timer took the batch from the buffer and sends it
+    flushed = asyncio.create_task(sink.flush())
+    await asyncio.sleep(0.05)
+    assert not flushed.done()  # waiting for the batch in flight
+    es.release.set()
+    async with asyncio.timeout(5):
+        await flushed
+    assert es.indexed == [{"n": 1}, {"n": 2}]
+    await sink.aclose()
+    assert sink.shipped == 2
