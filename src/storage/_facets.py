@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import InvalidQuery
+from ._models import is_metadata_field
 
 __all__ = [
     "FACET_FIELDS",
@@ -47,7 +48,6 @@ _INTERVALS = ("year", "quarter", "month", "week", "day")
 MAX_TERMS = 100
 MAX_FACETS = 10
 MAX_RANGES = 20
-_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +142,7 @@ def _check(spec: FacetSpec, metadata_types: Mapping[str, str]) -> None:
         raise InvalidQuery(f"facet {field}: kind must be terms, date_histogram or range, got {spec.kind!r}")
     if field.startswith("metadata."):
         key = field.removeprefix("metadata.")
-        if not _KEY.match(key):
+        if not is_metadata_field(field):
             raise InvalidQuery(f"facet {field!r}: a metadata key is letters, digits, '_' and '-'")
         mapped = metadata_types.get(key)
         if mapped is None:

@@ -16,19 +16,18 @@ Fields: ``ticker``, ``doc_type``, ``source``, ``tenant_id``, ``id``, ``published
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
 from ._errors import InvalidQuery
+from ._models import is_metadata_field
 
 __all__ = ["Exists", "Filter", "FilterInput", "Range", "Term", "Terms", "parse_filters", "to_es_filters"]
 
 KEYWORD_FIELDS = frozenset({"ticker", "doc_type", "source", "tenant_id", "id"})
 DATE_FIELDS = frozenset({"published_at"})
-_METADATA_FIELD = re.compile(r"^metadata\.[A-Za-z0-9_\-]{1,64}$")
 _RANGE_KEYS = frozenset({"gt", "gte", "lt", "lte"})
 MAX_TERMS = 1024
 
@@ -68,7 +67,7 @@ FilterInput = Mapping[str, Any] | Sequence[Filter] | None
 
 
 def _check_field(field: str) -> None:
-    if field in KEYWORD_FIELDS or field in DATE_FIELDS or _METADATA_FIELD.match(field):
+    if field in KEYWORD_FIELDS or field in DATE_FIELDS or is_metadata_field(field):
         return
     allowed = ", ".join(sorted(KEYWORD_FIELDS | DATE_FIELDS)) + ", metadata.<key>"
     raise InvalidQuery(f"unknown filter field {field!r}; filterable fields: {allowed}")

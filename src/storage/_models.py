@@ -30,7 +30,14 @@ __all__ = [
 Leg = Literal["bm25", "knn"]
 SearchMode = Literal["bm25", "knn", "hybrid"]
 
-_METADATA_KEY = r"^[A-Za-z0-9_\-]{1,64}$"
+#: A metadata key (the one rule for ``Document.metadata`` and for every ``metadata.<key>`` a filter, facet or
+#: grouping names): ASCII letters, digits, ``_`` and ``-``, 1 to 64 of them.
+METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+
+
+def is_metadata_field(field: str) -> bool:
+    """``metadata.<key>`` with a key :data:`METADATA_KEY` accepts."""
+    return field.startswith("metadata.") and METADATA_KEY.fullmatch(field[9:]) is not None
 
 
 def derive_id(title: str, text: str, source: str | None) -> str:
@@ -87,8 +94,8 @@ class Document(BaseModel):
     @classmethod
     def _metadata_keys(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
         for key in value:
-            if not re.match(_METADATA_KEY, key):
-                raise ValueError(f"metadata key {key!r} must match {_METADATA_KEY}")
+            if not METADATA_KEY.fullmatch(key):
+                raise ValueError(f"metadata key {key!r} must match {METADATA_KEY.pattern}")
         return value
 
     def embedding_text(self) -> str:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from storage import (
     ConfigurationError,
     DependencyUnavailable,
+    Document,
     IndexNotFound,
     InvalidQuery,
     RerankReport,
@@ -25,6 +26,7 @@ from storage._engine.plan import plan_search
 from storage._engine.rerank import Ranked, order_by_scores, rerank_text
 from storage._engine.respond import build_response
 from storage._engine.state import LegOutcome, SearchState
+from storage._facets import parse_facets
 from storage._fusion import fused_list
 from storage._fusion_setting import configured_fusion
 
@@ -202,3 +204,22 @@ def test_a_shard_report_with_failures_is_built_each_time() -> None:
     assert first is not again
     assert first is not None
     assert first.failure == "no_shard_available_action_exception: gone"
+
+
+@pytest.mark.parametrize("key", ["region", "fiscal-year_2", "a" * 64])
+def test_a_metadata_key_a_document_may_carry_may_be_filtered_faceted_and_grouped_by(key: str) -> None:
+    Document(id="d", text="t", metadata={key: "v"})
+    plan = _plan(filters={f"metadata.{key}": "v"}, group_by=f"metadata.{key}")
+    assert plan.group_by == f"metadata.{key}"
+    parse_facets([f"metadata.{key}"], {key: "keyword"})
+
+
+@pytest.mark.parametrize("key", ["région", "a b", "a" * 65, "x\n", ""])
+def test_a_metadata_key_no_document_may_carry_is_refused_everywhere_by_the_same_rule(key: str) -> None:
+    with pytest.raises(ValueError, match="metadata key"):
+        Document(id="d", text="t", metadata={key: "v"})
+    for asked in ({"filters": {f"metadata.{key}": "v"}}, {"group_by": f"metadata.{key}"}):
+        with pytest.raises(InvalidQuery):
+            _plan(**asked)
+    with pytest.raises(InvalidQuery):
+        parse_facets([f"metadata.{key}"], {key: "keyword"})

@@ -20,7 +20,7 @@ from .._filters import to_es_filters
 from .._fusion import FusionMethod
 from .._fusion_setting import FusionSource, InForce, fusion_in_force
 from .._mapping import valid_target
-from .._models import Leg, SearchMode
+from .._models import Leg, SearchMode, is_metadata_field
 from .._queries import BM25_FIELDS
 from .._requests import QuerySyntax, RoundTrip, SearchRequest
 from .._settings import SearchSettings
@@ -213,8 +213,7 @@ def _group_by(field: str | None, per_group: int) -> str | None:
         raise InvalidQuery("per_group must be between 1 and 100")
     if field is None:
         return None
-    key = field.removeprefix("metadata.")
-    if field in _GROUP_FIELDS or (field.startswith("metadata.") and key.replace("_", "").replace("-", "").isalnum()):
+    if field in _GROUP_FIELDS or is_metadata_field(field):
         return field
     raise InvalidQuery(f"group_by must be one of {', '.join(_GROUP_FIELDS)} or metadata.<key>, got {field!r}")
 

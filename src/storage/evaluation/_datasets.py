@@ -8,14 +8,13 @@ readers ``hybrid-search ingest`` uses (a line that is not a JSON object is repor
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
-from .._models import Document
+from .._models import METADATA_KEY, Document
 
 __all__ = [
     "BeirDataset",
@@ -54,9 +53,6 @@ def read_jsonl_documents(path: Path) -> Iterator[tuple[int, dict[str, Any] | Non
             yield number, record, None
 
 
-_METADATA_KEY = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-
-
 def beir_document(record: dict[str, Any], kept: list[str] | None = None) -> dict[str, Any]:
     """A BEIR corpus record (``_id``, ``title``, ``text``, optional fields) as Document fields. A field the
     document model does not have is kept in ``metadata`` (as text) when it is a string, number, boolean or a
@@ -69,7 +65,7 @@ def beir_document(record: dict[str, Any], kept: list[str] | None = None) -> dict
     if extra:
         metadata = dict(out.get("metadata") or {})
         for key, value in extra.items():
-            if _METADATA_KEY.match(key) and key not in metadata and (text := _as_metadata(value)) is not None:
+            if METADATA_KEY.fullmatch(key) and key not in metadata and (text := _as_metadata(value)) is not None:
                 metadata[key] = text
                 if kept is not None and key not in kept:
                     kept.append(key)
