@@ -33,6 +33,7 @@ from ._errors import ClientClosed, ConfigurationError, ModelMismatch, ProviderDe
 from ._errors_map import map_es_error, map_provider_error
 from ._logging import Events
 from ._metadata import IndexMetadata
+from ._queries import server_side
 from ._resilience import Resilience, ResiliencePolicy
 from ._settings import SearchSettings
 from ._tracing import AttrValue, span, tracing, without_request_spans
@@ -123,6 +124,18 @@ class Backend:
         + 0.5 s) cancels it, so that it marks the node dead and fails over."""
         timeout = min(self.settings.leg_timeout_s, self.settings.request_timeout_s)
         return self.es.options(request_timeout=timeout), without_request_spans(self.es.options(request_timeout=timeout))
+
+    def server_side(self, body: dict[str, Any], remaining_s: float | None = None) -> dict[str, Any]:
+        """``body`` as every scoring search of the client sends it (the legs, the facets, the walk's streams;
+        the fetch by ids needs none): with the server-side ``timeout`` — ``search_timeout_s``, else 90 % of what is left of the
+        leg budget (``remaining_s``, all of it by default), so the server stops and says so before the client
+        gives up — and ``allow_partial_search_results``."""
+        s = self.settings
+        if s.search_timeout_s is not None:
+            timeout = s.search_timeout_s
+        else:
+            timeout = 0.9 * (s.leg_timeout_s if remaining_s is None else remaining_s)
+        return server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
 
     @property
     def leg_es(self) -> AsyncElasticsearch:

@@ -19,7 +19,7 @@ from ._errors import CursorExpired, DependencyError, InvalidQuery, PartialResult
 from ._fusion import Provenance, tail_provenance
 from ._logging import query_hash
 from ._paging import decode_cursor, encode_cursor, fingerprint
-from ._queries import bm25_request, on_pit, server_side
+from ._queries import bm25_request, on_pit
 from ._requests import PageRequest, SearchRequest
 from ._results import HitGroup, SearchPage, ShardReport
 from ._tenancy import tenants_of
@@ -174,10 +174,10 @@ class Walker:
                 keep_alive,
                 tail_after,
             )
-            s = self._b.settings
-            timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * s.leg_timeout_s
-            full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
-            resp = await self._b.es_call(functools.partial(self._b.es.search, **full), deadline_s=s.leg_timeout_s)
+            full = self._b.server_side(body)
+            resp = await self._b.es_call(
+                functools.partial(self._b.es.search, **full), deadline_s=self._b.settings.leg_timeout_s
+            )
             require_complete("bm25 tail", ShardReport.from_body(resp.body))
             pit = resp.body.get("pit_id") or pit
             hits = resp.body["hits"]["hits"]

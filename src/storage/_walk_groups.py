@@ -27,7 +27,7 @@ from ._backend import Backend
 from ._engine import Plan
 from ._engine.arrange import Group
 from ._errors import PartialResults
-from ._queries import PIT_SORT, group_tail_requests, server_side
+from ._queries import PIT_SORT, group_tail_requests
 from ._results import ShardReport
 from ._tenancy import tenants_of
 
@@ -150,10 +150,8 @@ async def _search(
 ) -> tuple[list[dict[str, Any]], str]:
     """One batch of a stream and the point-in-time id to carry on with; a hit with a member of another
     tenant joins ``refused`` (the second check: the filter inside the request should make it a no-op)."""
-    s = b.settings
-    timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * s.leg_timeout_s
-    full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
-    resp = await b.es_call(functools.partial(b.es.search, **full), deadline_s=s.leg_timeout_s)
+    full = b.server_side(body)
+    resp = await b.es_call(functools.partial(b.es.search, **full), deadline_s=b.settings.leg_timeout_s)
     require_complete("grouped tail", ShardReport.from_body(resp.body))
     hits: list[dict[str, Any]] = resp.body["hits"]["hits"]
     if plan.tenant_id is not None:

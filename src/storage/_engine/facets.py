@@ -19,7 +19,7 @@ from .._errors import SearchError
 from .._errors_map import timeout_error
 from .._facets import facet_aggregations, read_facets
 from .._models import Leg
-from .._queries import facet_request, server_side
+from .._queries import facet_request
 from .plan import Plan
 
 __all__ = ["FacetOutcome", "FacetStage"]
@@ -61,7 +61,7 @@ class FacetStage:
         )
         b = self._b
         budget = b.settings.leg_timeout_s
-        full = server_side(body, timeout_s=0.9 * budget, allow_partial=b.settings.allow_partial_search_results)
+        full = b.server_side(body)
         es = b.leg_es
         try:
             async with asyncio.timeout(budget) as scope:

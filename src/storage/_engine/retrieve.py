@@ -26,7 +26,6 @@ from .._queries import (
     knn_request,
     msearch_body,
     on_pit,
-    server_side,
 )
 from .._tracing import mark_error, span
 from .plan import Plan
@@ -105,9 +104,7 @@ class Retriever:
     ) -> None:
         """One leg's request, on the plan's target or its point-in-time (whose id may change on the way)."""
         es = self._b.leg_es
-        s = self._b.settings
-        timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * remaining_s
-        full = server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
+        full = self._b.server_side(body, remaining_s)
         if plan.pit is None:
             resp = await self._b.es_call(
                 lambda: es.search(index=plan.target, **full), deadline_s=remaining_s, within=scope
@@ -117,12 +114,6 @@ class Retriever:
             resp = await self._b.es_call(lambda: es.search(**full), deadline_s=remaining_s, within=scope)
             out.pit_id = resp.body.get("pit_id")
         out.answered(resp.body)
-
-    def _server_side(self, body: dict[str, Any], remaining_s: float) -> dict[str, Any]:
-        """The server-side timeout: 90 % of what is left of the budget, unless ``search_timeout_s`` says."""
-        s = self._b.settings
-        timeout = s.search_timeout_s if s.search_timeout_s is not None else 0.9 * remaining_s
-        return server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
 
     async def _knn_leg(
         self,
@@ -218,7 +209,7 @@ class Retriever:
         return outcomes
 
     def _msearch_item(self, index: str, body: dict[str, Any], remaining_s: float) -> list[dict[str, Any]]:
-        full = self._server_side(body, max(remaining_s, 0.001))
+        full = self._b.server_side(body, max(remaining_s, 0.001))
         header: dict[str, Any] = {"index": index}
         if "allow_partial_search_results" in full:
             header["allow_partial_search_results"] = full.pop("allow_partial_search_results")
