@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from elasticsearch import AsyncElasticsearch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from storage import (
     SearchSettings,
     ShardReport,
 )
+from storage._backend import Backend
 from storage._engine.fuse import fuse_legs, hit_columns, raise_if_failed
 from storage._engine.plan import plan_search
 from storage._engine.rerank import Ranked, order_by_scores, rerank_text
@@ -223,3 +225,18 @@ def test_a_metadata_key_no_document_may_carry_is_refused_everywhere_by_the_same_
             _plan(**asked)
     with pytest.raises(InvalidQuery):
         parse_facets([f"metadata.{key}"], {key: "keyword"})
+
+
+async def test_every_scoring_request_gets_the_configured_server_timeout_or_90_percent_of_what_is_left() -> None:
+    """Backend.server_side is what the legs, the facets and the walk's streams send (the facets used to
+    ignore ``search_timeout_s``)."""
+    es = AsyncElasticsearch("http://127.0.0.1:9")
+    try:
+        budget = Backend(es, cast(Any, None), SearchSettings(url="http://127.0.0.1:9", leg_timeout_s=2.0))
+        configured = SearchSettings(url="http://127.0.0.1:9", search_timeout_s=0.5, allow_partial_search_results=False)
+        fixed = Backend(es, cast(Any, None), configured)
+        assert budget.server_side({"size": 1}) == {"size": 1, "timeout": "1800000micros"}
+        assert budget.server_side({}, 1.0) == {"timeout": "900000micros"}
+        assert fixed.server_side({}, 1.0) == {"timeout": "500000micros", "allow_partial_search_results": False}
+    finally:
+        await es.close()
