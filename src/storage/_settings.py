@@ -71,9 +71,9 @@ class SearchSettings(BaseSettings):
     #: Search on when some shards cannot answer, and report the result as ``partial`` (Elasticsearch's own
     #: default); False: Elasticsearch refuses such searches (the leg fails with ``shards_unavailable``).
     allow_partial_search_results: bool = True
-    #: The server-side ``timeout`` of each leg, so Elasticsearch stops work the client has given up on (its
-    #: shards then return what they found, reported as ``partial``). None: 90 % of what is left of the leg
-    #: budget when the request is sent.
+    #: The server-side ``timeout`` of each leg (and of the facets and the deep walk's streams), so
+    #: Elasticsearch stops work the client has given up on (its shards then return what they found, reported
+    #: as ``partial``). None: 90 % of what is left of the leg budget when the request is sent.
     search_timeout_s: float | None = Field(default=None, gt=0)
     #: Candidates fetched per leg and fused; ``offset + limit`` must fit inside it.
     window: int = Field(default=DEFAULT_WINDOW, ge=1, le=10_000)
