@@ -35,9 +35,9 @@ hypothesis_settings.load_profile("untimed")
 CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent
-#: ``own``: only the tests that start Elasticsearch servers of their own (marker ``own_servers``); ``shared``:
-#: only the others (they share the session's server). ./dev.sh test runs the two side by side: the first kind
-#: mostly waits for JVMs to start. Unset: every test.
+#: ``own``: only the tests marked ``own_servers`` (they start Elasticsearch servers of their own and have no time
+#: bound that busy cores break); ``shared``: only the others. ./dev.sh test runs the two side by side: the first
+#: kind mostly waits for JVMs to start. Unset: every test.
 SERVERS = os.environ.get("TEST_SERVERS", "")
 if SERVERS not in ("", "own", "shared"):
     raise pytest.UsageError(f"TEST_SERVERS must be 'own' or 'shared', got {SERVERS!r}")

@@ -226,7 +226,6 @@ async def test_embedder_429_with_retry_after_degrades_with_the_reason(
     assert elapsed < 2
 
 
-@pytest.mark.own_servers
 async def test_elasticsearch_killed_mid_query_and_restarted_service_resumes_by_itself() -> None:
     node = LocalElasticsearch(name=f"kill-{uuid.uuid4().hex[:8]}", ephemeral=True)
     url = node.start()
