@@ -127,9 +127,9 @@ class Backend:
 
     def server_side(self, body: dict[str, Any], remaining_s: float | None = None) -> dict[str, Any]:
         """``body`` as every scoring search of the client sends it (the legs, the facets, the walk's streams;
-        the fetch by ids needs none): with the server-side ``timeout`` — ``search_timeout_s``, else 90 % of what is left of the
-        leg budget (``remaining_s``, all of it by default), so the server stops and says so before the client
-        gives up — and ``allow_partial_search_results``."""
+        the fetch by ids needs none): with the server-side ``timeout`` — ``search_timeout_s``, else 90 % of
+        what is left of the leg budget (``remaining_s``, all of it by default), so the server stops and says
+        so before the client gives up — and ``allow_partial_search_results``."""
         s = self.settings
         if s.search_timeout_s is not None:
             timeout = s.search_timeout_s

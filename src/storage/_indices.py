@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -320,6 +321,22 @@ class IndexManager:
             out["reranker"] = {"model": b.reranker.model_id}
         return out
 
+    async def _primaries_active(self, name: str, wait_s: float = 30.0) -> None:
+        """Wait (up to ``wait_s``) until ``name``'s primary shards are active. An index that exists may still be
+        being created — by another client, or by our own create whose attempt timed out on a busy node and
+        whose retry found it — and it answers every search with 503 until then. Credentials without the
+        ``monitor`` cluster privilege cannot ask: then nothing is waited for."""
+        b = self._b
+        es = b.es.options(ignore_status=408)  # (408: not yet, within the one-second wait)
+        deadline = asyncio.get_running_loop().time() + wait_s
+        try:
+            while True:
+                resp = await b.es_call(lambda: es.cluster.health(index=name, wait_for_status="yellow", timeout="1s"))
+                if not resp.body.get("timed_out") or asyncio.get_running_loop().time() > deadline:
+                    return
+        except AccessDenied:
+            return
+
     async def _create(
         self,
         name: str,
@@ -350,6 +367,7 @@ class IndexManager:
         if resp.meta.status != 400:
             return True
         if error_type(resp.body) == "resource_already_exists_exception":
+            await self._primaries_active(name)
             return False
         if (mismatch := incompatible_server(resp.body)) is not None:
             raise mismatch
