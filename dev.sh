@@ -101,22 +101,8 @@ run_tests() {
   "$VENV/bin/lint-imports" || status=1
   echo "== mypy --strict"
   "$VENV/bin/mypy" || status=1
-  # Two passes side by side: the tests that start servers of their own (a three-node cluster, a secured
-  # node, the installed wheel's) mostly wait for JVMs, the others share the session's server.
-  local own_log own_pid own_status=0
-  own_log="$(mktemp)"
-  TEST_SERVERS=own ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest -p no:cacheprovider --durations=8 "$@" \
-    >"$own_log" 2>&1 &
-  own_pid=$!
-  echo "== pytest against Elasticsearch $ES_VERSION_MAIN (the tests that start servers of their own run alongside)"
-  TEST_SERVERS=shared ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest --durations=15 "$@" || status=$?
-  wait "$own_pid" || own_status=$?
-  echo "== pytest, the tests that start servers of their own: exit $own_status"
-  cat "$own_log"
-  rm -f "$own_log"
-  # (5: nothing of that kind among the tests asked for)
-  [ "$own_status" -eq 0 ] || [ "$own_status" -eq 5 ] || status=$own_status
-  [ "$status" -ne 5 ] || status=0
+  echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
+  ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest --durations=15 "$@" || status=$?
   if [ -n "$CHAT_BUILD_PID" ]; then
     wait "$CHAT_BUILD_PID" 2>/dev/null || true
     echo "== local chat server build: $(tail -n 1 "$REPO/.cache/llm/install.log")"

@@ -35,12 +35,6 @@ hypothesis_settings.load_profile("untimed")
 CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TESTS_DIR = Path(__file__).parent
-#: ``own``: only the tests marked ``own_servers`` (they start Elasticsearch servers of their own and have no time
-#: bound that busy cores break); ``shared``: only the others. ./dev.sh test runs the two side by side: the first
-#: kind mostly waits for JVMs to start. Unset: every test.
-SERVERS = os.environ.get("TEST_SERVERS", "")
-if SERVERS not in ("", "own", "shared"):
-    raise pytest.UsageError(f"TEST_SERVERS must be 'own' or 'shared', got {SERVERS!r}")
 
 
 def _needs_chat_server(item: pytest.Item) -> bool:
@@ -59,8 +53,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("client9") is not None and CLIENT_MAJOR < 9:
             deselected.append(item)  # not skipped: it belongs to the 9.x-client pass (./dev.sh test runs it)
-        elif SERVERS and (item.get_closest_marker("own_servers") is not None) != (SERVERS == "own"):
-            deselected.append(item)  # the other of the two passes ./dev.sh test runs side by side has it
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]

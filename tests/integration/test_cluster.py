@@ -22,7 +22,7 @@ from storage.local_es import LocalCluster
 
 from .._faultproxy import FaultProxy
 
-pytestmark = [pytest.mark.own_servers, pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

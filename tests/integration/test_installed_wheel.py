@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.own_servers, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parents[2]
 #: The server the README's Docker path runs (docker-compose.yml's default).

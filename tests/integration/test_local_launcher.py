@@ -15,7 +15,7 @@ import pytest
 
 from storage.local_es import LocalElasticsearch, default_cache_dir, default_version, find_java_home
 
-pytestmark = pytest.mark.slow  # (not own_servers: its time bounds on JVM lifecycles want quiet cores)
+pytestmark = pytest.mark.slow
 
 
 def _processes_mentioning(marker: str) -> list[int]:

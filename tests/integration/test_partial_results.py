@@ -93,7 +93,6 @@ async def test_when_partial_results_are_not_allowed_elasticsearch_refuses_and_th
         assert c.resilience["elasticsearch"].breaker.fail_counter == 0
 
 
-@pytest.mark.own_servers
 async def test_every_leg_carries_a_server_side_timeout_and_a_shard_that_times_out_is_reported() -> None:
     """A node whose clock is read on every check (``thread_pool.estimated_time_interval: 0``; by default
     Elasticsearch's timeout clock ticks every 200 ms, too coarse for a small index) and a server timeout

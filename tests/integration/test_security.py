@@ -27,8 +27,6 @@ from storage import (
 )
 from storage.local_es import LocalElasticsearch
 
-pytestmark = pytest.mark.own_servers  # a secured server of its own
-
 APP_USER, APP_PASSWORD = "hybrid-app", "app-" + uuid.uuid4().hex
 #: What the application's credentials need (documented in the README): its own indices only.
 APP_ROLE = {
