@@ -79,6 +79,9 @@ class FaultProxy:
         self.connections += 1
         self._writers.add(writer)
         try:
+            if self.mode == "refuse":  # accepted while set_mode("refuse") was closing the listener: no bypass
+                _rst(writer)
+                return
             if self.mode in ("blackhole", "reset"):
                 data = await reader.read(65536)
                 self.requests += len(_REQUEST_LINE.findall(data))

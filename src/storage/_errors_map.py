@@ -33,6 +33,7 @@ from ._errors import (
     SearchError,
     TLSFailed,
 )
+from ._text import clip
 
 __all__ = [
     "error_reason",
@@ -82,7 +83,7 @@ def _root_cause(body: Any) -> str:
     """The first root cause, which often says more than the top-level type (e.g. an expired PIT)."""
     try:
         cause = body["error"]["root_cause"][0]
-        return f" ({cause['type']}: {str(cause.get('reason', ''))[:200]})"
+        return f" ({cause['type']}: {clip(str(cause.get('reason', '')), 300)})"
     except (KeyError, IndexError, TypeError):
         return ""
 
@@ -122,7 +123,7 @@ def _chain_text(exc: BaseException) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+    return clip((str(exc).splitlines() or [type(exc).__name__])[0], 300)
 
 
 def incompatible_server(body: Any) -> IncompatibleServer | None:

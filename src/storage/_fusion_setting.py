@@ -36,7 +36,9 @@ __all__ = [
 #: no window beat it by more than the build-to-build noise (docs/benchmarks.md).
 DEFAULT_WINDOW = 50
 #: Where a search's fusion parameter came from, highest precedence first.
-FusionSource = Literal["call", "settings", "index", "default"]
+#: Where a fusion parameter came from; ``limit``: the window widened to hold ``offset + limit`` (a call that
+#: asks for more results than the window, and passes no window of its own).
+FusionSource = Literal["call", "settings", "index", "default", "limit"]
 #: The fusion parameters, each with what a stored or explicit setting names it.
 PARAMETERS: tuple[str, ...] = ("method", "k", "weights", "window")
 _METHODS: tuple[str, ...] = get_args(FusionMethod)

@@ -25,6 +25,7 @@ from ._filters import FilterInput
 from ._fusion_setting import configured_fusion
 from ._mapping import (
     CONTENT_HASH,
+    DEFINED_ANALYZERS,
     building_versions,
     index_body,
     next_index_name,
@@ -279,6 +280,9 @@ class IndexManager:
             lambda: b.es.options(ignore_status=404).indices.stats(index=self.alias, metric="docs,store")
         )
         indices = stats.body.get("indices", {}) if stats.meta.status == 200 else {}
+        # The documents a user wrote: ``_count`` counts top-level documents only, where the stats' docs count
+        # every Lucene document (each nested passage is one).
+        documents = await self.count_all(self.alias) if indices else 0
         try:
             building = building_versions(await self.versions())
         except AccessDenied:
@@ -299,7 +303,7 @@ class IndexManager:
                 "alias": self.alias,
                 "exists": bool(indices),
                 "indices": sorted(indices),
-                "documents": sum(i["primaries"]["docs"]["count"] for i in indices.values()),
+                "documents": documents,
                 "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
                 # Versions a reembed is building (or an interrupted one left): not searched yet.
                 "building": building,
@@ -372,7 +376,7 @@ class IndexManager:
         if (mismatch := incompatible_server(resp.body)) is not None:
             raise mismatch
         reason = error_reason(resp.body)
-        if f"analyzer [{analyzer}]" in reason:
+        if f"analyzer [{analyzer}]" in reason or (analyzer in DEFINED_ANALYZERS and "filter" in reason.lower()):
             raise AnalyzerUnavailable(
                 f"Elasticsearch has no analyzer {analyzer!r} ({reason}); nothing was created. Enable the "
                 "analysis-common module (every full distribution and Elastic Cloud has it; the local launcher "

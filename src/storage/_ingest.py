@@ -9,9 +9,11 @@ with some of its passages missing."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
+import itertools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,10 +169,25 @@ class Ingester:
         indexed: list[str] = []
         failed: list[FailedDocument] = list(already_failed)
         embedded = len(already_failed)
+        vectors = 0
 
-        def report_progress() -> None:
+        def report_progress(embedding: int = 0) -> None:
+            """``embedding``: records of the batch being embedded whose vectors are all done."""
             if progress is not None:
-                progress(IndexProgress(total=total, embedded=embedded, indexed=len(indexed), failed=len(failed)))
+                progress(
+                    IndexProgress(
+                        total=total,
+                        embedded=embedded + embedding,
+                        indexed=len(indexed),
+                        failed=len(failed),
+                        vectors=vectors,
+                    )
+                )
+
+        def embedding_step(records_done: int, vectors_done: int) -> None:
+            nonlocal vectors
+            vectors += vectors_done
+            report_progress(records_done)
 
         queue: asyncio.Queue[list[Embedded] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
 
@@ -188,7 +205,9 @@ class Ingester:
                             indexed.extend(r.id for r in same)
                             batch = [r for r in batch if held.get(r.id) != r.source["content_hash"]]
                     ok, bad = (
-                        ([], []) if not batch else await self._embed_batch_isolating(batch, embedder, stack, setting)
+                        ([], [])
+                        if not batch
+                        else await self._embed_batch_isolating(batch, embedder, stack, setting, embedding_step)
                     )
                     failed.extend(bad)
                     embedded += len(records[start : start + size])
@@ -301,9 +320,12 @@ class Ingester:
         embedder: Embedder | None,
         stack: Resilience | None,
         setting: PassageSetting | None,
+        step: Callable[[int, int], None] | None = None,
     ) -> tuple[list[Embedded], list[FailedDocument]]:
         """Embed a batch (every record's head, and its passages when ``setting``); if the answer is invalid,
-        embed record by record so only the bad documents fail."""
+        embed record by record so only the bad documents fail. The texts go to the embedder in calls of at
+        most ``embed_batch_size``; after each, ``step(records whose vectors are all done, vectors embedded by
+        the call)`` (a batch of long documents is many calls: progress moves by calls, not by batches)."""
         embed = functools.partial(self._b.embed_documents, embedder=embedder, stack=stack)
         try:
             plans = await self._plans(batch, embedder, setting)
@@ -311,8 +333,15 @@ class Ingester:
             error = map_provider_error(exc, "embeddings")
             return [], [_embedding_failure(r.id, error) for r in batch]
         texts = [_texts(r, plan) for r, plan in zip(batch, plans, strict=True)]
+        flat = [t for group in texts for t in group]
+        ends = list(itertools.accumulate(len(group) for group in texts))
+        size = max(self._b.settings.embed_batch_size, 1)
         try:
-            vectors = await embed([t for group in texts for t in group])
+            vectors: list[Vector] = []
+            for start in range(0, len(flat), size):
+                vectors += await embed(flat[start : start + size])
+                if step is not None:
+                    step(bisect.bisect_right(ends, len(vectors)), min(size, len(flat) - start))
             return _regroup(batch, plans, texts, vectors), []
         except SearchError as exc:
             cause = exc.__cause__

@@ -13,6 +13,7 @@ from .passages import PassageSetting
 __all__ = [
     "BUILDING",
     "CONTENT_HASH",
+    "DEFINED_ANALYZERS",
     "INDEX_VERSION_WIDTH",
     "building_versions",
     "index_body",
@@ -34,6 +35,35 @@ PASSAGES_MAPPING_VERSION = 3
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
+
+#: Analyzers this library defines in each index's own settings (``ES_ANALYZER`` names one, or any analyzer
+#: the server has). ``english_folded`` (the default) is Elasticsearch's ``english`` analyzer — possessives,
+#: lowercase, English stopwords, Porter stemming — with accents folded after lowercasing, so "cafe naive
+#: resume" matches "Café naïve résumé" and "Nestle" matches "Nestlé" (and the other way round). Its filters
+#: exist in every full distribution (analysis-common) and in the local launcher's analysis plugin; on text
+#: without accents it gives the same tokens as ``english``.
+DEFINED_ANALYZERS: dict[str, dict[str, Any]] = {
+    "english_folded": {
+        "filter": {
+            "english_folded_possessive": {"type": "stemmer", "language": "possessive_english"},
+            "english_folded_stop": {"type": "stop", "stopwords": "_english_"},
+            "english_folded_stemmer": {"type": "stemmer", "language": "english"},
+        },
+        "analyzer": {
+            "english_folded": {
+                "type": "custom",
+                "tokenizer": "standard",
+                "filter": [
+                    "english_folded_possessive",
+                    "lowercase",
+                    "asciifolding",
+                    "english_folded_stop",
+                    "english_folded_stemmer",
+                ],
+            }
+        },
+    }
+}
 
 _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
 
@@ -130,15 +160,17 @@ def index_body(
             },
         }
         mappings["_source"] = {"excludes": ["passages.vector", "passages.title", "passages.text"]}
+    analysis = DEFINED_ANALYZERS.get(analyzer)
     return {
         "settings": {
+            **({"analysis": analysis} if analysis else {}),
             "index": {
                 "number_of_shards": shards,
                 # Default: one replica as soon as a second node exists (a node loss loses no data), none
                 # on a single node (where it could never be allocated and the index would stay yellow).
                 **({"auto_expand_replicas": "0-1"} if replicas is None else {"number_of_replicas": replicas}),
                 "refresh_interval": "1s",
-            }
+            },
         },
         "mappings": {
             **mappings,

@@ -24,7 +24,7 @@ alias points at, embed it with the new model, write a new version, check it, mov
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from ._indices import IndexManager, write_index_of
 from ._ingest import Ingester, Record
 from ._mapping import BUILDING, stored_passages
 from ._models import FailedDocument, IndexProgress, ReembedReport
+from ._settings import SearchSettings
 from .passages import PassageSetting
 
 __all__ = ["Reembedder"]
@@ -84,6 +85,8 @@ class Reembedder:
         # (an index read in passages from before their text was indexed is rebuilt too: storage._mapping)
         passage_props = mappings.get("properties", {}).get("passages", {}).get("properties", {})
         current_layout = built is None or "text" in passage_props
+        # (and an index whose analyzer reembed moves: _analyzer)
+        current_layout = current_layout and _analyzer(mappings, b.settings) == _source_analyzer(mappings)
         if previous == emb.model_id and built == b.passage_setting(emb) and current_layout and len(current) == 1:
             return ReembedReport(
                 **report,
@@ -111,6 +114,7 @@ class Reembedder:
                         embedded=base + (batch.embedded if batch else 0),
                         indexed=base - len(failed) + (batch.indexed if batch else 0),
                         failed=len(failed) + (batch.failed if batch else 0),
+                        vectors=batch.vectors if batch else 0,
                     )
                 )
 
@@ -202,7 +206,7 @@ class Reembedder:
             return resumed, resumed
         for name in partial:
             await self._b.es_call(lambda name=name: self._b.es.indices.delete(index=name))  # type: ignore[misc]
-        analyzer = mappings.get("properties", {}).get("text", {}).get("analyzer", "standard")
+        analyzer = _analyzer(mappings, self._b.settings)
         meta = {
             "reembed": {
                 "state": BUILDING,
@@ -253,3 +257,17 @@ def _building(info: dict[str, Any], source: str, model_id: str, passages: Passag
         and meta.get("embedding", {}).get("model_id") == model_id
         and stored_passages(meta.get("embedding")) == passages
     )
+
+
+def _source_analyzer(mappings: Mapping[str, Any]) -> str:
+    return str(mappings.get("properties", {}).get("text", {}).get("analyzer", "standard"))
+
+
+def _analyzer(mappings: Mapping[str, Any], settings: SearchSettings) -> str:
+    """The analyzer of the version a reembed builds: ``ES_ANALYZER`` when it is set; else the source's, except
+    the former default ``english``, which moves to the default (``english_folded``: the same analysis with
+    accents folded)."""
+    source = _source_analyzer(mappings)
+    if "analyzer" in settings.model_fields_set or source == "english":
+        return settings.analyzer
+    return source

@@ -185,10 +185,19 @@ class Operation(Generic[S, P, R, T]):
         functools.update_wrapper(cast(Callable[..., Any], self), method)
         params = list(inspect.signature(cast(Callable[..., Any], make)).parameters.values())
         self._signature = inspect.Signature(params)
+        # On the class (help(), inspect.signature, API docs), the method's own parameters: self, then the
+        # request type's. Set here, so inspect stops at it instead of unwrapping to ``method(self, request)``.
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        self.__signature__ = inspect.Signature([self_param, *params])
         self._name = method.__name__
 
     def __set_name__(self, owner: type[S], name: str) -> None:
         self._name = name
+
+    def __call__(self, obj: S, /, *args: Any, **kwargs: Any) -> T:
+        """Called through the class (``SearchClient.search(client, "q")``), as a plain method would be."""
+        bound: BoundOperation[P, R, T] = self.__get__(obj, type(obj))
+        return bound(*args, **kwargs)
 
     @overload
     def __get__(self, obj: None, owner: type[S]) -> Operation[S, P, R, T]: ...

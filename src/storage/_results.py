@@ -24,6 +24,8 @@ __all__ = [
     "SearchPage",
     "SearchResponse",
     "ShardReport",
+    "relevant",
+    "similarity_floor",
 ]
 
 #: What a hit's ``highlights`` are: ``bm25`` (query terms; the BM25 leg found the hit), ``followup`` (query
@@ -196,6 +198,21 @@ class SearchHit(BaseModel):
     @property
     def text(self) -> str:
         return str(self.source.get("text", ""))
+
+
+def relevant(hit: SearchHit, min_similarity: float) -> bool:
+    """A hit worth showing: one the keyword leg found, or a semantic match at least ``min_similarity`` similar
+    (0: every hit). Nonsense has nearest neighbours too; every surface that hides them (the agent tool, MCP,
+    the command line) applies this one rule."""
+    if min_similarity <= 0 or "bm25" in hit.ranks:
+        return True
+    return hit.leg_scores.get("knn", 0.0) >= min_similarity
+
+
+def similarity_floor(embedder: object) -> float:
+    """The relevance floor an embedder declares for its own similarities (the local models: measured per
+    model, see embeddings' catalogue), 0 when it declares none."""
+    return float(getattr(embedder, "similarity_floor", 0.0))
 
 
 class SearchHitFields(TypedDict):

@@ -61,11 +61,13 @@ class SearchSettings(BaseSettings):
     sniff_on_start: bool = False
     sniff_on_node_failure: bool = False
     sniff_min_delay_s: float = Field(default=10.0, ge=0)
-    #: Analyzer of ``title``/``text`` (``ES_ANALYZER``) when an index is created: ``english`` (default:
-    #: English stopwords and Porter stemming, the analysis-common module's built-in analyzer), ``standard``
-    #: (no stemming, built into every distribution), or any analyzer the server has (``french``,
-    #: ``simple``...). Existing indices keep theirs: move with create_index_version() / promote_index().
-    analyzer: str = Field(default="english", min_length=1)
+    #: Analyzer of ``title``/``text`` (``ES_ANALYZER``) when an index is created: ``english_folded``
+    #: (default: English stopwords and Porter stemming with accents folded, defined in the index's settings:
+    #: ``storage._mapping.DEFINED_ANALYZERS``), ``english`` (the same without folding: the analysis-common
+    #: module's built-in analyzer), ``standard`` (no stemming, built into every distribution), or any
+    #: analyzer the server has (``french``, ``simple``...). Existing indices keep theirs: ``reembed()`` (or
+    #: create_index_version() / promote_index()) moves an index to the configured one.
+    analyzer: str = Field(default="english_folded", min_length=1)
     #: Each leg's budget in a hybrid search; a leg over it is dropped (degraded result), not awaited.
     leg_timeout_s: float = Field(default=5.0, gt=0)
     #: Search on when some shards cannot answer, and report the result as ``partial`` (Elasticsearch's own

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ._errors import InvalidQuery
 
-__all__ = ["MAX_QUERY_CHARS", "CleanQuery", "clean_query"]
+__all__ = ["MAX_QUERY_CHARS", "CleanQuery", "clean_query", "clip"]
 
 MAX_QUERY_CHARS = 1000
 _WHITESPACE = re.compile(r"\s+")
@@ -79,3 +79,13 @@ def _scrubbed(text: str, adjustments: list[str]) -> str:
     if removed:
         adjustments.append("control_chars_removed")
     return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", "".join(kept))).strip()
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut at a word boundary and marked with an ellipsis (an error
+    message cut mid-word reads as a different word: "input is too s")."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    space = cut.rfind(" ")
+    return (cut[:space] if space >= limit // 2 else cut).rstrip(" ,;:") + "…"

@@ -30,17 +30,41 @@ def _client(settings: SearchSettings, **changes: object) -> SearchClient:
     return SearchClient.from_settings(settings.model_copy(update=changes), embedder=HashingEmbedder(dimensions=64))
 
 
+ACCENTED = [
+    Document(id="cafe", title="Café naïve résumé", text="Nestlé and Société Générale met Søren at the café."),
+    Document(id="plain", title="Cafe naive resume", text="Nestle and Societe Generale met Soren at the cafe."),
+]
+
+
 @pytest.mark.smoke
-async def test_the_default_analyzer_stems_english(settings: SearchSettings, es: AsyncElasticsearch) -> None:
-    assert SearchSettings.model_fields["analyzer"].default == "english"
+async def test_the_default_analyzer_stems_english_and_folds_accents(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    assert SearchSettings.model_fields["analyzer"].default == "english_folded"
     async with _client(settings) as c:
         index = await c.ensure_index()
-        await c.index_documents(DOCS, refresh=True)
+        await c.index_documents([*DOCS, *ACCENTED], refresh=True)
         mapping = await es.indices.get_mapping(index=index)
-        assert mapping[index]["mappings"]["properties"]["text"]["analyzer"] == "english"
+        assert mapping[index]["mappings"]["properties"]["text"]["analyzer"] == "english_folded"
         assert [h.id for h in (await c.search("run", mode="bm25")).hits] == ["a"]
         assert [h.id for h in (await c.search("study", mode="bm25")).hits] == ["b"]
         assert (await c.search("the", mode="bm25")).hits == []  # a stopword matches nothing
+        for query in ("cafe naive resume", "Café naïve résumé", "Nestle", "Société Générale", "soren"):
+            assert sorted((await c.search(query, mode="bm25")).ids) == ["cafe", "plain"], query
+
+
+async def test_an_index_analysed_without_folding_keeps_it_until_reembed_rebuilds_it(settings: SearchSettings) -> None:
+    async with _client(settings, analyzer="english") as old:
+        await old.ensure_index()
+        await old.index_documents(ACCENTED, refresh=True)
+        assert (await old.search("cafe naive", mode="bm25")).ids == ["plain"]  # "café" is not "cafe" there
+    async with _client(settings) as c:  # configured with the default (english_folded) now
+        await c.ensure_index()
+        assert (await c.search("cafe naive", mode="bm25")).ids == ["plain"]  # the index keeps its analyzer
+        report = await c.reembed(delete_old=True)
+        assert report.promoted, report
+        assert sorted((await c.search("cafe naive", mode="bm25")).ids) == ["cafe", "plain"]
+        assert (await c.reembed()).target is None  # the same model, the configured analyzer: nothing to do
 
 
 async def test_an_analyzer_the_server_lacks_is_a_typed_error_and_creates_nothing(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import traceback
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Annotated, Any, cast, get_args
 
 import typer
@@ -39,6 +39,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help (click's layout): typer's rich panels label every flag, --help included, with "<bool>".
+    rich_markup_mode=None,
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -59,8 +61,9 @@ def settings(**extra: Any) -> SearchSettings:
     return SearchSettings(**{**overrides, **extra})
 
 
-def run(coro: Coroutine[Any, Any, int | None]) -> None:
-    """Run a command: typed errors become one line and exit code 2."""
+def run(coro: Coroutine[Any, Any, int | None], *, stopped: Callable[[], str] | None = None) -> None:
+    """Run a command: typed errors become one line and exit code 2. ``stopped``: what to add when a typed
+    error ends the command midway (what was done, whether running it again is safe)."""
     try:
         code = asyncio.run(coro)
     except SearchError as exc:
@@ -75,6 +78,8 @@ def run(coro: Coroutine[Any, Any, int | None]) -> None:
                 f"`hybrid-search{flag} ingest FILE`"
             )
         err.print(f"error ({type(exc).__name__}): {first}", markup=False)
+        if stopped is not None:
+            err.print(f"stopped: {stopped()}", markup=False)
         raise typer.Exit(2) from None
     except (ValueError, OSError) as exc:  # bad settings (pydantic), unreadable files
         if state["verbose"]:

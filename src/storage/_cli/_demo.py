@@ -102,7 +102,9 @@ def _with_elasticsearch(run: Callable[[str], Awaitable[None]]) -> int:
         asyncio.run(_as_coro(run(url)))
         return 0
     node = LocalElasticsearch(name=f"demo-{os.getpid()}", ephemeral=True)
-    print(f"ES_URL not set: starting a local Elasticsearch {node.version} (first run downloads ~110 MB)...")
+    fetched = (node.home / "bin" / "elasticsearch").exists() or node.zip_path.exists()
+    first = "" if fetched else " (the first run downloads it: ~110 MB)"
+    print(f"ES_URL not set: starting a local Elasticsearch {node.version}{first}...")
     t0 = time.perf_counter()
     try:
         url = node.start()

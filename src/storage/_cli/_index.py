@@ -15,6 +15,7 @@ from .._errors import ConfigurationError
 from .._models import Document, IndexProgress
 from ..evaluation import beir_document, read_jsonl_documents
 from ._app import app, err, open_client, out, progress_bar, run, settings
+from ._files import KINDS, read_folder, read_folder_file
 
 # -- init ----------------------------------------------------------------------------------------------
 
@@ -40,23 +41,30 @@ def init() -> None:
 def _documents_from(
     path: Path, problems: list[str], kept: list[str] | None = None
 ) -> tuple[list[Document | dict[str, Any]], list[str]]:
-    """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields) or a folder of text files:
-    the records (validated by ``index_documents``, which reports each invalid one) and where each came
-    from. Lines that are not JSON objects go to ``problems`` with their line number."""
-    docs: list[Document | dict[str, Any]] = []
-    where: list[str] = []
+    """BEIR-style JSONL (``_id``/``id``, ``title``, ``text`` + optional fields), one file of a kind
+    ``storage._cli._files`` reads, or a folder of such files: the records (validated by ``index_documents``,
+    which reports each invalid one) and where each came from. Lines that are not JSON objects, and files that
+    cannot be read, go to ``problems``; a folder's files of other kinds are skipped and said so."""
     if path.is_dir():
-        for file in sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in (".txt", ".md")):
-            text = file.read_text(encoding="utf-8", errors="replace").strip()
-            if not text:
-                problems.append(f"{file}: empty file")
-                continue
-            first = text.splitlines()[0].lstrip("# ").strip()
-            docs.append(Document(id=str(file.relative_to(path)), title=first[:200], text=text, source=file.name))
-            where.append(str(file))
-        return docs, where
+        read = read_folder(path)
+        problems.extend(read.problems)
+        if read.skipped:
+            kinds = ", ".join(f"{suffix} ({n})" for suffix, n in read.skipped.most_common())
+            err.print(f"skipped {read.skipped.total()} files of kinds ingest does not read: {kinds}", markup=False)
+        return list(read.documents), read.where
     if not path.is_file():
         raise ConfigurationError(f"{path} does not exist")
+    if path.suffix.lower() in KINDS:
+        read = read_folder_file(path)
+        problems.extend(read.problems)
+        return list(read.documents), read.where
+    if path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
+        raise ConfigurationError(
+            f"{path.name}: ingest reads a .jsonl file (one JSON document a line: id, title, text...), a file or "
+            f"a folder of {', '.join(sorted(KINDS))} files; not {path.suffix or 'a file without a suffix'}"
+        )
+    docs: list[Document | dict[str, Any]] = []
+    where: list[str] = []
     for number, record, problem in read_jsonl_documents(path):
         if record is None:
             problems.append(problem or f"line {number}: unreadable")
@@ -66,27 +74,101 @@ def _documents_from(
     return docs, where
 
 
+class _Progress:
+    """Ingest progress where it is read: a bar on a terminal (moving with every embedding call), else a line
+    every ``every_s`` seconds (documents, vectors, rate, time left) that a log keeps."""
+
+    def __init__(self, total: int, *, every_s: float = 5.0) -> None:
+        self.total, self.every_s = total, every_s
+        self.done = IndexProgress(total=total, embedded=0, indexed=0, failed=0)
+        self.started = self.last = time.monotonic()
+        self.bar = progress_bar() if err.is_terminal else None
+        self.task = self.bar.add_task("indexing", total=total) if self.bar is not None else None
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+    def __call__(self, p: IndexProgress) -> None:
+        self.done = p
+        if self.bar is not None and self.task is not None:
+            vectors = f" ({p.vectors:,} vectors)" if p.vectors > p.embedded else ""
+            self.bar.update(
+                self.task, completed=max(p.embedded, p.indexed + p.failed), description=f"indexing{vectors}"
+            )
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            err.print(self.line(now), markup=False)
+
+    def line(self, now: float) -> str:
+        p, elapsed = self.done, max(now - self.started, 1e-9)
+        done = max(p.embedded, p.indexed + p.failed)
+        rate = done / elapsed
+        left = f", about {_duration((self.total - done) / rate)} left" if rate > 0 and done < self.total else ""
+        vectors = f", {p.vectors:,} vectors embedded" if p.vectors else ""
+        share = f" ({done / self.total:.0%})" if self.total else ""
+        return (
+            f"indexing: {done:,} of {self.total:,} documents{share} embedded, {p.indexed:,} written{vectors}; "
+            f"{rate:.1f} documents/s{left}"
+        )
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+_SAFE_AGAIN = (
+    "Running the same command again is safe: ids are explicit, and documents already indexed with the same "
+    "content are skipped."
+)
+
+
 @app.command()
 def ingest(
-    path: Annotated[Path, typer.Argument(help="A .jsonl file (BEIR corpus format) or a folder of .txt/.md files.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A .jsonl file (BEIR corpus format), or a file or folder of .txt, .md, .rst, .html or .pdf files."
+        ),
+    ],
+    progress_every: Annotated[
+        float, typer.Option(help="Seconds between progress lines when stderr is not a terminal (a log).")
+    ] = 5.0,
 ) -> None:
-    """Embed and index documents, with a progress bar and a summary; exit 1 if any document failed."""
+    """Embed and index documents, with progress and a summary; exit 1 if any document failed or there was
+    nothing to index. A folder: one document per file (id: its path; source: its sub-folder; doc_type: its
+    kind)."""
 
-    done = {"indexed": 0}
+    tracker: dict[str, _Progress] = {}
+
+    def written() -> int:
+        return tracker["progress"].done.indexed if "progress" in tracker else 0
 
     async def go() -> int:
         problems: list[str] = []
         kept: list[str] = []
         docs, where = _documents_from(path, problems, kept)
+        if not docs:
+            for line in problems[:20]:
+                out.print(f"  invalid: {line}", markup=False)
+            err.print(f"nothing to index in {path}", markup=False)
+            return 1
         async with open_client() as client:
             await client.ensure_index()
-            with progress_bar() as bar:
-                task = bar.add_task("indexing", total=len(docs))
-
-                def progress(p: IndexProgress) -> None:
-                    done["indexed"] = p.indexed
-                    bar.update(task, completed=p.indexed + p.failed)
-
+            with _Progress(len(docs), every_s=progress_every) as progress:
+                tracker["progress"] = progress
                 report = await client.index_documents(docs, progress=progress, refresh=True)
         out.print(
             f"indexed {len(report.indexed)} of {len(docs) + len(problems)} documents into {report.index} "
@@ -113,16 +195,21 @@ def ingest(
                 out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
         if len(problems) + len(report.failed) > 40:
             out.print("  ...", markup=False)
+        unsent = sum(f.reason not in ("invalid_document", "mapping_error") for f in report.failed)
+        if unsent:
+            out.print(f"  {unsent} were not written (Elasticsearch or the model failed). {_SAFE_AGAIN}", markup=False)
         return 1 if problems or report.failed else 0
 
     try:
-        run(go())
-    except KeyboardInterrupt:
-        err.print(
-            f"\ninterrupted: {done['indexed']} documents were written before it stopped. Running the same command "
-            "again is safe: ids are explicit, and documents already indexed with the same content are skipped.",
-            markup=False,
+        run(
+            go(),
+            stopped=lambda: (
+                f"{written()} documents were confirmed written before it stopped (a batch in flight "
+                f"may have been written too). {_SAFE_AGAIN}"
+            ),
         )
+    except KeyboardInterrupt:
+        err.print(f"\ninterrupted: {written()} documents were written before it stopped. {_SAFE_AGAIN}", markup=False)
         raise typer.Exit(130) from None
 
 

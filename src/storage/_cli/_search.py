@@ -8,10 +8,13 @@ from typing import Annotated, TextIO, cast
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from .._answers import Answer, AnswerDelta, AnswerEntry
 from .._requests import QuerySyntax
-from .._results import SearchResponse
+from .._results import SearchResponse, relevant, similarity_floor
+from .._text import MAX_QUERY_CHARS, clip
+from ..agent._format import snippet
 from ._app import app, err, open_client, out, parse_filters, run, search_mode
 
 # -- search --------------------------------------------------------------------------------------------
@@ -51,9 +54,16 @@ def search(
     ] = None,
     per_group: Annotated[int, typer.Option(help="Hits per group with --group-by.")] = 1,
     diversity: Annotated[float, typer.Option(help="0 (ranked order) to 1: fewer near-duplicates on a page.")] = 0.0,
+    min_similarity: Annotated[
+        float | None,
+        typer.Option(
+            help="Hide semantic-only hits less similar than this (default: the model's relevance floor; 0 shows all)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole response as JSON.")] = False,
 ) -> None:
-    """Search; a table with each hit's per-leg ranks (and facets, groups), or JSON for scripts."""
+    """Search; a table with each hit's per-leg ranks and the part that matched (and facets, groups), or JSON
+    for scripts."""
 
     async def go() -> int:
         async with open_client() as client:
@@ -62,17 +72,17 @@ def search(
                 mode=search_mode(mode),
                 filters=parse_filters(filter_ or [], since=since, until=until) or None,
                 limit=limit,
-                window=max(limit, client.settings.window),
                 syntax=cast(QuerySyntax, syntax),  # (validated by the search: InvalidQuery)
                 facets=facet or None,
                 group_by=group_by,
                 per_group=per_group,
                 diversity=diversity,
             )
+            floor = min_similarity if min_similarity is not None else similarity_floor(client.embedder)
         if as_json:
             out.print(res.model_dump_json(indent=2), markup=False)
         else:
-            print_table(res)
+            print_table(res, min_similarity=floor)
         return 0
 
     run(go())
@@ -170,24 +180,49 @@ def print_answer(answer: Answer, *, streamed: bool = False) -> None:
     out.print(f"({answer.model or 'no model'}; search {t.search_ms:.0f} ms{llm})", markup=False, style="dim")
 
 
-def print_table(res: SearchResponse) -> None:
+def print_table(res: SearchResponse, *, min_similarity: float = 0.0) -> None:
+    """The hits as a table: ranks per leg, the title and the part that matched (a long document's best
+    passage, with where it is; else the highlighted words), then groups, facets and what went wrong.
+    Semantic-only hits below ``min_similarity`` are left out and counted (the agent tool's rule)."""
     legs = ", ".join(
         f"{leg} {r.hits} hits {r.latency_ms:.0f} ms" + ("" if r.ok else f" FAILED ({r.reason})")
         for leg, r in res.legs.items()
     )
-    table = Table(title=f"{res.query!r} ({res.mode}; {legs})", title_justify="left")
-    for col in ("#", "id", "score", "bm25", "knn", "title"):
-        table.add_column(col, justify="right" if col in ("#", "score", "bm25", "knn") else "left")
-    for n, hit in enumerate(res.hits, start=1):
+    shown = [hit for hit in res.hits if relevant(hit, min_similarity)]
+    table = Table(title=f"{clip(res.query, 120)!r} ({res.mode}; {legs})", title_justify="left", show_lines=True)
+    for col in ("#", "id", "score", "bm25", "knn"):
+        table.add_column(col, justify="left" if col == "id" else "right")
+    table.add_column("title and what matched", ratio=1)
+    for n, hit in enumerate(shown, start=1):
+        matched = Text(hit.title or "(untitled)", style="bold")
+        excerpt = snippet(hit, 240)
+        if excerpt:
+            where = f" [characters {hit.passages[0].start}-{hit.passages[0].end}]" if hit.passages else ""
+            matched.append("\n" + excerpt, style="")
+            matched.append(where, style="dim")
         table.add_row(
             str(n),
             hit.id,
             f"{hit.normalized_score:.3f}",
             str(hit.ranks.get("bm25", "-")),
             str(hit.ranks.get("knn", "-")),
-            hit.title,
+            matched,
         )
-    out.print(table)
+    if shown:
+        out.print(table)
+    if "truncated" in res.query_adjustments:
+        out.print(
+            f"note: the query was longer than {MAX_QUERY_CHARS:,} characters; only its first "
+            f"{len(res.query):,} (cut at a word boundary) were searched",
+            markup=False,
+        )
+    hidden = len(res.hits) - len(shown)
+    if hidden:
+        out.print(
+            f"{hidden} semantic-only hit{'s' if hidden != 1 else ''} less similar than {min_similarity:g} not shown "
+            "(no keyword matched them; --min-similarity 0 shows them)",
+            markup=False,
+        )
     if res.groups is not None:
         for group in res.groups:
             more = f" ({group.known_matches} among the candidates)" if group.known_matches > len(group.ids) else ""
@@ -201,7 +236,7 @@ def print_table(res: SearchResponse) -> None:
         out.print(f"facets unavailable: {res.facets_error}", markup=False)
     if res.degraded:
         out.print(f"degraded: {', '.join(res.legs_failed)} failed ({res.degraded_reason})", markup=False)
-    if not res.hits:
+    if not shown:
         out.print("no matches", markup=False)
 
 

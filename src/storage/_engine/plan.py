@@ -127,6 +127,10 @@ def plan_search(
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
+    for name in ("limit", "offset", "window", "rrf_k", "num_candidates"):
+        value = getattr(r, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise InvalidQuery(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
     in_force, sources = fusion_in_force(below, method=r.fusion, k=r.rrf_k, weights=r.weights, window=r.window)
     method: FusionMethod = in_force.method
     if method not in _FUSIONS:
@@ -144,10 +148,15 @@ def plan_search(
     if r.limit < 1 or r.offset < 0:
         raise InvalidQuery("limit must be >= 1 and offset >= 0")
     if r.offset + r.limit > win:
-        raise InvalidQuery(
-            f"offset + limit = {r.offset + r.limit} is beyond the fusion window ({win}); pass a larger window= "
-            "or walk the results with search_page()"
-        )
+        # More results than the window holds: a window the call chose is kept (and refused); otherwise the
+        # window grows to fit, for this call only (each leg then reads offset + limit candidates).
+        if r.window is not None or r.offset + r.limit > 10_000:
+            raise InvalidQuery(
+                f"offset + limit = {r.offset + r.limit} is beyond the fusion window ({win}); pass a larger "
+                "window= (up to 10000) or walk the results with search_page()"
+            )
+        win = r.offset + r.limit
+        sources = {**sources, "window": "limit"}
     if not win <= candidates <= 10_000:
         candidates = min(max(candidates, win), 10_000)
     rerank_candidates = _rerank_candidates(r, s, has_reranker)

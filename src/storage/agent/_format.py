@@ -22,8 +22,9 @@ from .._errors import (
     SearchFailed,
 )
 from .._results import SearchHit, SearchResponse
+from .._text import clip
 
-__all__ = ["error_message", "format_answer", "format_document", "format_results", "no_matches"]
+__all__ = ["error_message", "format_answer", "format_document", "format_results", "no_matches", "snippet"]
 
 _EM = re.compile(r"</?em>")
 _SPACES = re.compile(r"\s+")
@@ -33,16 +34,10 @@ _MIN_SNIPPET = 80
 
 
 def _clip(text: str, limit: int) -> str:
-    text = _SPACES.sub(" ", text).strip()
-    if len(text) <= limit:
-        return text
-    cut = text[: max(limit - 1, 0)]
-    if " " in cut[limit // 2 :]:
-        cut = cut[: cut.rfind(" ")]
-    return cut + "…"
+    return clip(_SPACES.sub(" ", text).strip(), limit)
 
 
-def _snippet(hit: SearchHit, limit: int) -> str:
+def snippet(hit: SearchHit, limit: int) -> str:
     """The hit's best passage (a long document: the part that matched), else its highlights, else its text."""
     if hit.passages:
         return _clip(hit.passages[0].text, limit)
@@ -107,7 +102,7 @@ def format_results(
     snippet_chars = max(min(snippet_chars, room), min(snippet_chars, _MIN_SNIPPET))
     entries: list[str] = []
     for n, (head, hit) in enumerate(zip(heads, shown, strict=True), start=1):
-        entry = head + _snippet(hit, snippet_chars)
+        entry = head + snippet(hit, snippet_chars)
         if used + len(entry) > max_chars:
             if n == 1:  # always show the best hit, shortened
                 entries.append(_clip(entry, max(max_chars - used, 40)))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError, SearchError
-from .._results import SearchHit
+from .._results import SearchHit, relevant, similarity_floor
 from ._contract import (
     ANSWER_DESCRIPTION,
     DOCUMENT_DESCRIPTION,
@@ -89,7 +89,7 @@ class SearchTool:
         self.args_model: type[BaseModel] = search.arguments
         floor = self.policy.min_similarity
         #: Semantic-only results below this similarity are not shown (0: off).
-        self.min_similarity = floor if floor is not None else float(getattr(client.embedder, "similarity_floor", 0.0))
+        self.min_similarity = floor if floor is not None else similarity_floor(client.embedder)
 
     # -- definitions -----------------------------------------------------------------------------------
 
@@ -172,9 +172,7 @@ class SearchTool:
 
     def _relevant(self, hit: SearchHit) -> bool:
         """A hit the keyword leg found, or a semantic match close enough (nonsense has nearest neighbours)."""
-        if "bm25" in hit.ranks or self.min_similarity <= 0:
-            return True
-        return hit.leg_scores.get("knn", 0.0) >= self.min_similarity
+        return relevant(hit, self.min_similarity)
 
     async def _get_document(self, arguments: Arguments) -> ToolReply:
         data = parse_arguments(DocumentArguments, arguments)
