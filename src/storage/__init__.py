@@ -49,6 +49,7 @@ from ._errors import (
     SearchError,
     SearchFailed,
     TLSFailed,
+    WrongEventLoop,
 )
 from ._facets import FacetSpec
 from ._filters import Exists, Filter, Range, Term, Terms
@@ -166,6 +167,7 @@ __all__ = [
     "Terms",
     "TuneReport",
     "TuneRow",
+    "WrongEventLoop",
     "configure_ecs_logging",
     "correlation_id",
     "default_grid",

@@ -29,7 +29,14 @@ from embeddings import (
     Windowed,
 )
 
-from ._errors import ClientClosed, ConfigurationError, ModelMismatch, ProviderDependency, SearchError
+from ._errors import (
+    ClientClosed,
+    ConfigurationError,
+    ModelMismatch,
+    ProviderDependency,
+    SearchError,
+    WrongEventLoop,
+)
 from ._errors_map import map_es_error, map_provider_error
 from ._logging import Events
 from ._metadata import IndexMetadata
@@ -66,6 +73,8 @@ class Backend:
         self.llm = llm
         self.settings = settings
         self.closed = False
+        #: The event loop the client lives on: the first one it was used (or entered) on.
+        self.loop: asyncio.AbstractEventLoop | None = None
         #: This client's events: the logger, and its own observers (its telemetry sink).
         self.events = Events()
         self.es_resilience = Resilience("elasticsearch", es_policy or settings.es_policy(), events=self.events)
@@ -112,8 +121,25 @@ class Backend:
         self.metadata.close()
 
     def check_open(self) -> None:
+        """Every operation's first step (inside the caller's loop): the client is open, and it is called on
+        the event loop it lives on (the first it was used on: its connections belong to it). A call from
+        another loop is the caller's mistake, refused here before anything is sent, so it can never reach
+        (and open) a breaker."""
         if self.closed:
             raise ClientClosed("the SearchClient is closed")
+        running = asyncio.get_running_loop()
+        if running is not self.loop:
+            if self.loop is None:
+                self.loop = running
+                return
+            state = "has ended" if self.loop.is_closed() else "is another one"
+            raise WrongEventLoop(
+                "this SearchClient lives on the event loop it was first used on, which "
+                f"{state}: its connections belong to that loop. Use one client per event loop (create it inside "
+                "the loop, e.g. `async with SearchClient.from_settings(...)` in the coroutine asyncio.run() "
+                "runs), or give it to the framework retrievers, which hand every call to its loop from any "
+                "thread or loop"
+            )
 
     @functools.cached_property
     def _leg_clients(self) -> tuple[AsyncElasticsearch, AsyncElasticsearch]:

@@ -90,7 +90,6 @@ class SearchClient:
         self._answerer = Answerer(self._backend, self._engine)
         self._reembedder = Reembedder(self._backend, self._indices, self._ingester)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
-        self._entered_loop: asyncio.AbstractEventLoop | None = None
 
     # -- construction and lifecycle -------------------------------------------------------------------
 
@@ -159,7 +158,6 @@ class SearchClient:
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
-        self._entered_loop = asyncio.get_running_loop()
         metadata = self._backend.metadata
         if self.index not in metadata.targets:  # the alias's tuned fusion and layout: read once
             await metadata.read_target(self.index)  # (at most METADATA_TIMEOUT_S; never fails the entry)
@@ -220,9 +218,10 @@ class SearchClient:
 
     @property
     def entered_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop ``async with`` entered the client on (where its connections live), or None. The
-        framework retrievers (``storage.integrations``) hand synchronous calls to it."""
-        return self._entered_loop
+        """The event loop the client lives on (where its connections live): the one ``async with`` entered
+        it on, or it was first used on; None before any use. Another loop's call is
+        :class:`WrongEventLoop`; the framework retrievers (``storage.integrations``) hand every call to it."""
+        return self._backend.loop
 
     @property
     def elasticsearch(self) -> AsyncElasticsearch:

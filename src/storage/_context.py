@@ -2,8 +2,9 @@
 
 ::
 
-    hits ─assemble_context─▶ ENTRY #id | date | source | title blocks (within a budget): each document's
-                             best passages in text order (a document read in passages), else its text
+    hits ─assemble_context─▶ ENTRY #id | date | source | title blocks (within a budget): the budget filled
+                             by relevance (every hit's best passage first, then the second best...), each
+                             entry's chosen passages read in text order (a document read in passages)
     model's text ─parse_citations / CitationCheck─▶ cited ids (in the context) and invented ones
 
 Used by the answer (``storage._answer``) and re-exported for RAG callers by the agent tool
@@ -79,46 +80,68 @@ def merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _entry_body(hit: SearchHit) -> tuple[str, list[tuple[int, int]]]:
-    """What an entry says of a hit: its best passages in text order (merged where they overlap, `` … ``
-    between them), or its whole text when it is one passage; and which parts of the text those are."""
-    text = hit.text
+def _parts(hit: SearchHit) -> list[tuple[int, int]]:
+    """The parts of a hit's text an entry may hold, best first: its best passages (as its hit ranks them), or
+    its whole text when it is one passage."""
     if not hit.passages:
-        return _SPACES.sub(" ", text).strip(), [(0, len(text))]
-    spans = merged_spans([(p.start, p.end) for p in hit.passages])
-    parts = [_SPACES.sub(" ", text[start:end]).strip() for start, end in spans]
-    return " … ".join(p for p in parts if p), spans
+        return [(0, len(hit.text))]
+    return list(dict.fromkeys((p.start, p.end) for p in hit.passages))
+
+
+def _render(text: str, spans: Sequence[tuple[int, int]], cut: int | None = None) -> str:
+    """The chosen parts in text order (merged where they overlap, `` … `` between them); ``cut``: the body
+    ends there, marked with an ellipsis."""
+    parts = [_SPACES.sub(" ", text[start:end]).strip() for start, end in merged_spans(spans)]
+    body = " … ".join(p for p in parts if p)
+    return body if cut is None or cut >= len(body) else body[: max(cut - 1, 0)] + "…"
 
 
 def assemble_context(
     hits: Sequence[SearchHit], *, max_context_chars: int, min_partial_chars: int = 100
 ) -> AssembledContext:
-    """``ENTRY #id | date | source | title`` blocks, best first, within ``max_context_chars``; the last entry
-    is cut only if at least ``min_partial_chars`` of its text fit, otherwise left out. A document read in
-    passages contributes its best passages (the ones its hit carries), not its head."""
-    blocks: list[str] = []
-    ids: list[str] = []
-    spans: dict[str, list[tuple[int, int]]] = {}
+    """``ENTRY #id | date | source | title`` blocks, best first, within ``max_context_chars``.
+
+    What goes into the budget is chosen by relevance, across documents and within one: every hit's best part
+    first (in rank order), then each one's second best, and so on — so the passage that matched best is never
+    the one left out for a weaker passage that happens to come earlier in the text. Each entry then reads its
+    chosen parts in text order. A part is a document's passage (a document read in passages: the ones its
+    hit carries) or its whole text. A hit whose best part does not fit whole gets it cut when at least
+    ``min_partial_chars`` of it fit (else it and every hit below it are left out); a later part that does not
+    fit is left out."""
+    text_of = {hit.id: hit.text for hit in hits}
+    chosen: dict[str, list[tuple[int, int]]] = {}
+    headers: dict[str, str] = {}
+    cut: dict[str, int] = {}
+    parts = {hit.id: _parts(hit) for hit in hits}
     used = 0
     truncated = False
-    for hit in hits:
-        header = _entry_header(hit)
-        body, parts = _entry_body(hit)
-        sep = 2 if blocks else 0
-        block = f"{header}\n{body}"
-        if used + sep + len(block) <= max_context_chars:
-            blocks.append(block)
-            ids.append(hit.id)
-            spans[hit.id] = parts
-            used += sep + len(block)
-            continue
-        truncated = True
-        room = max_context_chars - used - sep - len(header) - 1
-        if room >= min_partial_chars:
-            blocks.append(f"{header}\n{body[: room - 1]}…")
-            ids.append(hit.id)
-            spans[hit.id] = parts
-        break
+    depth = max((len(p) for p in parts.values()), default=0)
+    for round_ in range(depth):
+        for hit in hits:
+            if hit.id in cut or round_ >= len(parts[hit.id]) or (round_ > 0 and hit.id not in chosen):
+                continue
+            start, end = parts[hit.id][round_]
+            size = len(_SPACES.sub(" ", hit.text[start:end]).strip())
+            if hit.id in chosen:
+                cost = 3 + size
+            else:
+                headers[hit.id] = _entry_header(hit)
+                cost = (2 if chosen else 0) + len(headers[hit.id]) + 1 + size
+            if used + cost <= max_context_chars:
+                chosen.setdefault(hit.id, []).append((start, end))
+                used += cost
+                continue
+            truncated = True
+            if round_ == 0:
+                room = max_context_chars - used - cost + size
+                if room >= min_partial_chars:
+                    chosen[hit.id] = [(start, end)]
+                    cut[hit.id] = room
+                    used = max_context_chars
+                break  # nothing below a hit that did not fit
+    ids = [hit.id for hit in hits if hit.id in chosen]
+    blocks = [f"{headers[i]}\n{_render(text_of[i], chosen[i], cut.get(i))}" for i in ids]
+    spans = {i: merged_spans(chosen[i]) for i in ids}
     return AssembledContext(text="\n\n".join(blocks), ids=ids, truncated=truncated, spans=spans)
 
 

@@ -14,7 +14,10 @@
     │   ├── AuthenticationFailed        401: credentials rejected (wrong, expired, revoked); never retried
     │   ├── AccessDenied                403: the credentials lack a privilege for this index or action
     │   ├── TLSFailed                   the server's certificate could not be verified (or TLS mismatch)
-    │   └── ClientClosed                the SearchClient was closed (or never opened)
+    │   ├── ClientClosed                the SearchClient was closed (or never opened)
+    │   └── WrongEventLoop              the SearchClient was used on an event loop other than its own (a
+    │                                   caller's mistake: raised before anything is sent, never counted by
+    │                                   a breaker)
     ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
     │   │                               raised before any request is sent
     │   └── QuerySyntaxError            (storage._syntax) the opt-in query syntax; .position, .token
@@ -68,6 +71,7 @@ __all__ = [
     "SearchError",
     "SearchFailed",
     "TLSFailed",
+    "WrongEventLoop",
 ]
 
 Dependency = Literal["elasticsearch", "embeddings", "reranker", "llm", "telemetry"]
@@ -154,6 +158,13 @@ class ClientClosed(ConfigurationError):
     """The client is closed (or was never opened)."""
 
     reason = "client_closed"
+
+
+class WrongEventLoop(ConfigurationError):
+    """The client was called on an event loop other than the one it lives on (its connections are bound to
+    that loop). Nothing was sent."""
+
+    reason = "wrong_event_loop"
 
 
 class InvalidQuery(SearchError):

@@ -204,8 +204,12 @@ async def test_paging_inside_the_fused_window(client: SearchClient) -> None:
     full = await client.search("revenue cloud guidance", limit=5)
     page = await client.search("revenue cloud guidance", limit=2, offset=2)
     assert page.ids == full.ids[2:4]
+    # Past the window: it widens for that call (issue 51/53) — unless the call chose the window itself.
+    wide = await client.search("revenue", limit=10, offset=45)
+    assert wide.fusion["window"] == 55
+    assert wide.fusion_sources["window"] == "limit"
     with pytest.raises(InvalidQuery, match="fusion window"):
-        await client.search("revenue", limit=10, offset=45)
+        await client.search("revenue", limit=10, offset=45, window=50)
 
 
 @pytest.mark.smoke

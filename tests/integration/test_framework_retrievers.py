@@ -6,6 +6,7 @@ from other threads, with no nest_asyncio."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +25,10 @@ from storage import (
     SearchClient,
     SearchFailed,
     SearchSettings,
+    WrongEventLoop,
 )
 from storage.agent import SearchTool
+from storage.integrations import close_client
 from storage.integrations import haystack as hs
 from storage.integrations import langchain as lc
 from storage.integrations import llama_index as li
@@ -160,6 +163,44 @@ def test_sync_calls_work_with_no_event_loop_anywhere(framework: Framework, envir
         assert [framework.doc_id(d) for d in framework.sync(retriever, QUERY)] == expected
     finally:
         retriever.close()
+
+
+def test_one_client_shared_by_retrievers_of_every_framework_works_from_sync_async_and_threads(
+    environment: None,
+) -> None:
+    """The issue-51 reproduction: one SearchClient, never entered, given to several retrievers (of all three
+    frameworks) called from plain synchronous code, then from a running loop, then from threads. It lives on
+    one loop (its own), every call is handed there, and the breaker never sees a loop mix-up."""
+
+    async def load() -> list[str]:
+        async with SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64)) as c:
+            await c.ensure_index()
+            await c.index_documents(CORPUS, refresh=True)
+            return (await c.search(QUERY, limit=3)).ids
+
+    expected = asyncio.run(load())
+    shared = SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64))
+    retrievers = [f.build(client=shared, limit=3) for f in FRAMEWORKS] + [lc.HybridSearchRetriever(client=shared)]
+    for framework, retriever in zip([*FRAMEWORKS, FRAMEWORKS[0]], retrievers, strict=True):
+        assert [framework.doc_id(d) for d in framework.sync(retriever, QUERY)][:3] == expected, framework.name
+        assert [framework.doc_id(d) for d in framework.sync(retriever, QUERY)][:3] == expected  # and again
+
+    async def from_a_running_loop() -> None:
+        for framework, retriever in zip(FRAMEWORKS, retrievers, strict=False):
+            assert [framework.doc_id(d) for d in await framework.asynchronous(retriever, QUERY)] == expected
+        # The client itself, called on a loop other than its own: a typed error, nothing sent.
+        with pytest.raises(WrongEventLoop, match="one client per event loop"):
+            await shared.search(QUERY)
+
+    asyncio.run(from_a_running_loop())
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(f.sync, r, QUERY) for f, r in zip(FRAMEWORKS * 2, retrievers[:3] * 2, strict=True)]
+        results = [[f.doc_id(d) for d in fut.result()] for f, fut in zip(FRAMEWORKS * 2, futures, strict=True)]
+    assert all(r == expected for r in results)
+    assert shared.resilience["elasticsearch"].state == "closed"  # a caller's loop mix-up never opens a breaker
+    assert shared.resilience["elasticsearch"].rejected_open == 0
+    close_client(shared)  # closed on its own loop, which then stops
+    assert shared.closed
 
 
 async def test_filters_and_tenancy_apply(framework: Framework, settings: SearchSettings) -> None:

@@ -13,6 +13,7 @@ from elasticsearch import AsyncElasticsearch
 from embeddings import HashingEmbedder, Vector
 from storage import Document, PassagesMismatch, SearchClient, SearchSettings
 from storage._mapping import index_body
+from storage.agent import assemble_context
 from storage.passages import PassageSetting
 
 pytestmark = pytest.mark.smoke
@@ -162,6 +163,25 @@ async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(
     assert len(walked) == len(set(walked))  # every document once
     legs = await passages.retrieve("Zorblax quantum widget revenue", mode="knn")
     assert legs["knn"][0].id == "long"
+
+
+async def test_a_tight_context_keeps_the_passage_that_matched_even_when_weaker_ones_come_first_in_the_text(
+    passages: SearchClient,
+) -> None:
+    res = await passages.search("Zorblax quantum widget revenue", mode="hybrid", limit=3)
+    top = res.hits[0]
+    assert top.id == "long"
+    assert len(top.passages) > 1
+    assert "Zorblax" in top.passages[0].text  # the best passage: the last part of the text
+    earlier = [p for p in top.passages if p.start < top.passages[0].start]
+    assert earlier  # weaker passages the text reads first
+    tight = len(top.passages[0].text) + 120  # room for the header and one passage
+    context = assemble_context([top], max_context_chars=tight)
+    assert "Zorblax" in context.text
+    assert context.spans["long"] == [(top.passages[0].start, top.passages[0].end)]
+    roomy = assemble_context([top], max_context_chars=100_000)
+    assert [s for s, _ in roomy.spans["long"]] == sorted(s for s, _ in roomy.spans["long"])  # read in text order
+    assert roomy.text.index("weather") < roomy.text.index("Zorblax")
 
 
 class _Poisoned(HashingEmbedder):

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pytest
 from elasticsearch import AsyncElasticsearch
 
-from storage import SearchClient, SearchSettings
+from storage import InvalidQuery, SearchClient, SearchSettings
 from tests._faultproxy import FaultProxy
 
 from .test_cli import _run
@@ -83,7 +84,8 @@ def test_the_search_table_shows_the_passage_that_matched_and_hides_unrelated_sem
     unrelated = _run(settings, "search", "Ελληνικά κείμενο", "--min-similarity", "0.99", env=PASSAGES)
     assert unrelated.returncode == 0, unrelated.stderr
     assert "no matches" in unrelated.stdout
-    assert "semantic-only hit" in unrelated.stdout and "not shown" in unrelated.stdout
+    assert "semantic-only hit" in unrelated.stdout
+    assert "not shown" in unrelated.stdout
     shown = _run(settings, "search", "Ελληνικά κείμενο", "--min-similarity", "0", env=PASSAGES)
     assert "no matches" not in shown.stdout
 
@@ -109,21 +111,11 @@ async def test_a_limit_beyond_the_window_widens_it_and_a_wrong_type_is_a_typed_e
     res = await client.search("revenue", limit=60, mode="bm25")
     assert len(res.hits) == 60
     assert res.fusion_sources["window"] == "limit"
-    from storage import InvalidQuery
-
     for bad in ({"limit": "3"}, {"limit": True}, {"offset": 1.5}):
-        try:
+        with pytest.raises(InvalidQuery, match="whole number"):
             await client.search("revenue", **bad)  # type: ignore[arg-type]
-        except InvalidQuery as exc:
-            assert "whole number" in str(exc)
-        else:
-            raise AssertionError(f"{bad} was accepted")
-    try:
-        await client.search("revenue", limit=60, window=50)  # a window the call chose is kept, and refused
-    except InvalidQuery as exc:
-        assert "beyond the fusion window (50)" in str(exc)
-    else:
-        raise AssertionError("an explicit window was widened")
+    with pytest.raises(InvalidQuery, match=r"beyond the fusion window \(50\)"):  # a window the call chose is kept
+        await client.search("revenue", limit=60, window=50)
 
 
 def test_a_folder_of_files_is_read_by_kind_with_titles_sources_and_types(
@@ -170,7 +162,8 @@ def test_a_folder_of_files_is_read_by_kind_with_titles_sources_and_types(
     (code / "a.py").write_text("x = 1\n")
     only_code = _run(settings, "ingest", str(code))
     assert only_code.returncode == 1
-    assert "skipped 1 files" in only_code.stderr and "nothing to index" in only_code.stderr
+    assert "skipped 1 files" in only_code.stderr
+    assert "nothing to index" in only_code.stderr
     one_py = _run(settings, "ingest", str(code / "a.py"))
     assert one_py.returncode == 2
     assert "ingest reads a .jsonl file" in one_py.stderr

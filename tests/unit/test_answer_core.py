@@ -111,3 +111,48 @@ def test_the_reasoning_says_what_was_searched_given_and_cited() -> None:
     assert "#q, not in the context: dropped" in text
     nothing = reasoning(_response([]), None, "nothing_found", CitationCheck([], [], False), "m", None, None)
     assert "no chat model was asked" in nothing
+
+
+def _long_hit(doc_id: str, text: str, passages: list[tuple[int, int]]) -> SearchHit:
+    """A hit of a document read in passages: ``passages`` best first, as the search gives them."""
+    return SearchHit.model_validate(
+        {
+            "id": doc_id,
+            "score": 1.0,
+            "normalized_score": 1.0,
+            "source": {"title": doc_id, "text": text},
+            "passages": [
+                {"start": s, "end": e, "text": text[s:e], "leg": "knn", "score": 0.9 - n / 10}
+                for n, (s, e) in enumerate(passages)
+            ],
+        }
+    )
+
+
+def test_a_tight_budget_keeps_the_best_passage_and_reads_what_it_kept_in_text_order() -> None:
+    # A 6,000-word report: two weaker matches early, the one holding the answer about 60 % in.
+    words = [f"w{i}" for i in range(6000)]
+    text = " ".join(words)
+    early, middle, answer = (
+        (len(" ".join(words[:1500])) + 1, len(" ".join(words[:1700]))),
+        (len(" ".join(words[:2700])) + 1, len(" ".join(words[:2900]))),
+        (len(" ".join(words[:3600])) + 1, len(" ".join(words[:3800]))),
+    )
+    report = _long_hit("report", text, [answer, early, middle])  # best first: the answer's passage
+    other = _long_hit("other", "z " * 1000, [(0, 400)])
+    # Room for about two passages: the best passage of each document, nothing earlier in the text instead.
+    one_each = assemble_context([report, other], max_context_chars=1800)
+    assert one_each.ids == ["report", "other"]
+    assert one_each.spans["report"] == [answer]
+    assert "w3600" in one_each.text
+    assert "w1500" not in one_each.text
+    assert one_each.truncated
+    # Room for two of the report's passages: the best two by relevance, read in text order.
+    two = assemble_context([report], max_context_chars=2 * 1400)
+    assert two.spans["report"] == [early, answer]
+    assert two.text.index("w1500") < two.text.index("w3600")
+    assert "w2700" not in two.text
+    # Room for everything: every passage, in text order, nothing truncated.
+    whole = assemble_context([report, other], max_context_chars=100_000)
+    assert whole.spans["report"] == [early, middle, answer]
+    assert not whole.truncated

@@ -33,6 +33,10 @@ KINDS = {
     ".pdf": "pdf",
 }
 _TITLE_CHARS = 200
+_BLOCKS = [
+    "p", "div", "section", "article", "header", "footer", "nav", "aside", "main", "li", "dt", "dd", "tr", "pre",
+    "blockquote", "table", "ul", "ol", "dl", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "figure", "figcaption",
+]  # fmt: skip
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _UNDERLINE = re.compile(r"^\s*([=\-~^*#+])\1{2,}\s*$")
 
@@ -119,9 +123,17 @@ def _html(raw: bytes) -> tuple[str, str]:
         title = h1.get_text(" ", strip=True)
     if soup.title:
         soup.title.decompose()
+    # A line break after each block (a paragraph, a heading, a list item, a row...), none inside a line: an
+    # inline element (<code>, <a>, <b>) stays part of its sentence ("call os.cpu_count() to").
+    for tag in soup.find_all(_BLOCKS):
+        tag.append("\n")
+    for code in soup.select("pre > code"):  # several listings in one <pre> (a page's JS and TS variants)
+        code.append("\n")
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
     body = soup.body or soup
-    text = re.sub(r"\n\s*\n+", "\n\n", body.get_text("\n", strip=True))
-    return title, text
+    lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in body.get_text().split("\n"))
+    return title, "\n".join(line for line in lines if line)
 
 
 def _pdf(file: Path) -> tuple[str, str]:

@@ -114,9 +114,10 @@ class _Progress:
         left = f", about {_duration((self.total - done) / rate)} left" if rate > 0 and done < self.total else ""
         vectors = f", {p.vectors:,} vectors embedded" if p.vectors else ""
         share = f" ({done / self.total:.0%})" if self.total else ""
+        speed = f"{rate:.1f} documents/s" + (f", {p.vectors / elapsed:.0f} vectors/s" if p.vectors else "")
         return (
             f"indexing: {done:,} of {self.total:,} documents{share} embedded, {p.indexed:,} written{vectors}; "
-            f"{rate:.1f} documents/s{left}"
+            f"{speed}{left}"
         )
 
 

@@ -10,6 +10,12 @@ adapter over :meth:`SearchClient.search` (no search logic of its own):
 
 Each is built from a ``SearchClient`` (``HybridSearchRetriever(client=..., **options)``) or from the
 environment (``HybridSearchRetriever.from_settings(**options)``), and its synchronous entry points work
-inside and outside a running event loop (``_bridge``). This package imports no framework: import the
-module of the one you use.
+inside and outside a running event loop (``_bridge``). One client may be shared by any number of retrievers,
+called from sync code, any loop and any thread: it runs on one loop; :func:`close_client` closes a shared
+client that synchronous calls gave a loop of its own. This package imports no framework: import the module of
+the one you use.
 """
+
+from ._bridge import close_client
+
+__all__ = ["close_client"]

@@ -7,11 +7,12 @@ A client lives on one event loop (its connection pool, its locks). The bridge ru
   the bridge's own, in a daemon thread, and every call — sync or async, from any thread or loop — is
   handed to it. A synchronous call inside a running loop (a notebook, an async web handler calling sync
   code) blocks only its caller, never a loop the client needs.
-- **given** (``ClientBridge(client)``): async calls await the client on the caller's loop, which is where an
-  ``async with SearchClient...`` client lives; from another loop or thread they are handed to the client's
-  loop. A synchronous call from another thread is handed to the client's loop too. A synchronous call *on*
-  the client's own loop cannot complete without blocking that loop: it raises a :class:`ConfigurationError`
-  saying what to do instead. A client never used on any loop yet gets one of the bridge's own.
+- **given** (``ClientBridge(client)``): every call runs on the loop the client lives on
+  (:attr:`SearchClient.entered_loop`: entered with ``async with``, or first used on) — awaited directly when
+  that is the caller's loop, else handed to it, from any loop or thread. A synchronous call *on* the client's
+  own loop cannot complete without blocking that loop: it raises a :class:`ConfigurationError` saying what to
+  do instead. A client never used yet runs on a loop of its own (one per client, shared by every bridge
+  given it: two retrievers sharing one client drive it on one loop, never two).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 from .._client import SearchClient
 from .._errors import ConfigurationError
 
-__all__ = ["ClientBridge"]
+__all__ = ["ClientBridge", "close_client"]
 
 T = TypeVar("T")
 
@@ -62,6 +63,38 @@ def _shutdown(portal: _Portal, holder: list[SearchClient]) -> None:
     portal.stop()
 
 
+#: The loop of its own a given client runs on when no caller's loop holds it: one per client, shared by every
+#: bridge (every retriever and store) given that client, and stopped when the client is collected. One client
+#: on two loops would have its connections used from both (aiohttp refuses; the breaker would count it).
+_CLIENT_PORTALS: weakref.WeakKeyDictionary[SearchClient, _Portal] = weakref.WeakKeyDictionary()
+_PORTALS_LOCK = threading.Lock()
+
+
+def _client_portal(client: SearchClient, *, create: bool) -> asyncio.AbstractEventLoop | None:
+    with _PORTALS_LOCK:
+        portal = _CLIENT_PORTALS.get(client)
+        if portal is None and create:
+            portal = _CLIENT_PORTALS[client] = _Portal()
+            weakref.finalize(client, portal.stop)
+        return portal.loop if portal is not None else None
+
+
+def close_client(client: SearchClient) -> None:
+    """Close a client given to retrievers and called from synchronous code, on the loop of its own it runs
+    on (then stop that loop). A client that lives on a loop of the caller's (``async with``) is closed there,
+    by its owner: this refuses it."""
+    with _PORTALS_LOCK:
+        portal = _CLIENT_PORTALS.pop(client, None)
+    if portal is None:
+        if client.entered_loop is not None and not client.closed:
+            raise ConfigurationError(
+                "this SearchClient lives on a loop of yours: close it there (`await client.aclose()`, or leave "
+                "its `async with` block)"
+            )
+        return
+    _shutdown(portal, [client])
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -78,7 +111,6 @@ class ClientBridge:
         self._given = client
         self._factory = factory
         self._owned: list[SearchClient] = []  # (a list: the finalizer closes what it holds)
-        self._home: asyncio.AbstractEventLoop | None = None
         self._portal: _Portal | None = None
         self._lock = threading.Lock()
         self._finalizer: Any = None  # a weakref.finalize once the bridge has a loop of its own
@@ -96,14 +128,20 @@ class ClientBridge:
 
     def _home_loop(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
         """Where the client lives: the bridge's own loop for an owned client; for a given one, the loop it
-        was entered on (``async with``), else the first loop this bridge used it on (``caller``, or the
-        bridge's own loop for a synchronous first call)."""
+        lives on (entered with ``async with``, or first used on — by this bridge or any other), else the
+        client's own loop if a bridge made one, else ``caller``'s (an async first call), else the client's
+        own loop, made now (a synchronous first call)."""
         if self._factory is not None:
             return self._portal_loop()
-        if self._home is None:
-            assert self._given is not None
-            self._home = self._given.entered_loop or caller or self._portal_loop()
-        return self._home
+        client = self._given
+        assert client is not None
+        return (
+            client.entered_loop
+            or _client_portal(client, create=False)
+            or caller
+            or _client_portal(client, create=True)
+            or self._portal_loop()  # (unreachable: create=True always gives a loop)
+        )
 
     async def _with_client(self, call: Callable[[SearchClient], Awaitable[T]]) -> T:
         """``call(client)``, on the client's loop (an owned client is made there the first time)."""
