@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from embeddings import Embedder, InvalidEmbedding, ProviderError, Vector, Windowed
 
 from ._backend import Backend
-from ._errors import InvalidDocument, InvalidQuery, SearchError
+from ._errors import CircuitOpen, InvalidDocument, InvalidQuery, SearchError
 from ._errors_map import map_provider_error
 from ._indices import IndexManager
 from ._mapping import valid_target
@@ -114,7 +115,7 @@ class Ingester:
         target = valid_target(index) if index else b.settings.index
         records = [Record(doc.id, doc.to_source(), doc.title, doc.text) for doc in docs]
         indexed, failed, unchanged = await self.write(records, target, progress=progress, already_failed=invalid)
-        if refresh and indexed:
+        if refresh and indexed and not any(f.reason == "not_sent" for f in failed):  # (not_sent: ES is down)
             await b.es_call(lambda: b.es.indices.refresh(index=target))
         report = IndexReport(
             index=target,
@@ -204,16 +205,16 @@ class Ingester:
                             unchanged.extend(r.id for r in same)
                             indexed.extend(r.id for r in same)
                             batch = [r for r in batch if held.get(r.id) != r.source["content_hash"]]
-                    ok, bad = (
-                        ([], [])
-                        if not batch
-                        else await self._embed_batch_isolating(batch, embedder, stack, setting, embedding_step)
-                    )
-                    failed.extend(bad)
+                    if batch:
+                        groups = self._embed_groups(batch, embedder, stack, setting, embedding_step)
+                        async with contextlib.aclosing(groups):
+                            async for ok, bad, done in groups:  # written as each group is embedded
+                                failed.extend(bad)
+                                report_progress(done)
+                                if ok:
+                                    await queue.put(ok)
                     embedded += len(records[start : start + size])
                     report_progress()
-                    if ok:
-                        await queue.put(ok)
             except asyncio.CancelledError:
                 # Cancelled only once the consumer has stopped (below): nobody reads the end marker, and
                 # waiting to put it into a full queue would hang the caller's cancellation for ever.
@@ -222,6 +223,8 @@ class Ingester:
                 await queue.put(None)  # the consumer is still reading: let it finish what was queued
                 raise
             await queue.put(None)
+
+        stopped: list[SearchError] = []
 
         async def consume() -> None:
             while (item := await queue.get()) is not None:
@@ -241,7 +244,11 @@ class Ingester:
                         attempt_timeout_s=b.settings.bulk_timeout_s,
                     )
                 except SearchError as exc:
-                    # The whole batch failed after retries (or fast, breaker open): report it, go on.
+                    # The whole batch failed after retries (or fast, breaker open): report it, go on — unless
+                    # Elasticsearch's breaker is open (it failed again and again): then the rest would only be
+                    # embedded in vain; stop, and report the rest as not sent.
+                    if isinstance(exc, CircuitOpen):
+                        stopped.append(exc)
                     for e in item:
                         failed.append(
                             FailedDocument(
@@ -252,6 +259,8 @@ class Ingester:
                             )
                         )
                     report_progress()
+                    if stopped:
+                        return
                     continue
                 for ok, info in results:
                     doc_id = str(info.get("_id"))
@@ -273,7 +282,8 @@ class Ingester:
         accounted = set(indexed) | {f.id for f in failed}
         for rec in records:  # defensive: every id is accounted for, whatever happened above
             if rec.id not in accounted:
-                failed.append(FailedDocument(id=rec.id, reason="not_sent", detail="bulk indexing stopped"))
+                why = f"{type(stopped[0]).__name__}: {stopped[0]}" if stopped else "bulk indexing stopped"
+                failed.append(FailedDocument(id=rec.id, reason="not_sent", detail=why))
         report_progress()
         return indexed, failed, unchanged
 
@@ -314,25 +324,53 @@ class Ingester:
             out.append((ok, next(iter(item.values()))))
         return out
 
-    async def _embed_batch_isolating(
+    async def _embed_groups(
         self,
         batch: Sequence[Record],
         embedder: Embedder | None,
         stack: Resilience | None,
         setting: PassageSetting | None,
         step: Callable[[int, int], None] | None = None,
-    ) -> tuple[list[Embedded], list[FailedDocument]]:
-        """Embed a batch (every record's head, and its passages when ``setting``); if the answer is invalid,
-        embed record by record so only the bad documents fail. The texts go to the embedder in calls of at
-        most ``embed_batch_size``; after each, ``step(records whose vectors are all done, vectors embedded by
-        the call)`` (a batch of long documents is many calls: progress moves by calls, not by batches)."""
-        embed = functools.partial(self._b.embed_documents, embedder=embedder, stack=stack)
+    ) -> AsyncGenerator[tuple[list[Embedded], list[FailedDocument], int], None]:
+        """Embed a batch (every record's head, and its passages when ``setting``) in groups of records of about
+        ``embed_batch_size`` texts (a record with more is a group of its own), yielding each group as it is
+        done — ``(embedded, failed, records of the batch done so far)`` — so that its writes start while the
+        next group is embedded (a batch of long documents is many groups). The texts go to the embedder in
+        calls of at most ``embed_batch_size``; after each, ``step(records of the batch whose vectors are all
+        done, vectors the call embedded)``. If an answer is invalid, the group is embedded record by record
+        so only the bad documents fail."""
         try:
             plans = await self._plans(batch, embedder, setting)
         except ProviderError as exc:  # the model could not be loaded to count its tokens
             error = map_provider_error(exc, "embeddings")
-            return [], [_embedding_failure(r.id, error) for r in batch]
+            yield [], [_embedding_failure(r.id, error) for r in batch], len(batch)
+            return
         texts = [_texts(r, plan) for r, plan in zip(batch, plans, strict=True)]
+        size = max(self._b.settings.embed_batch_size, 1)
+        first = 0
+        while first < len(batch):
+            last, count = first + 1, len(texts[first])
+            while last < len(batch) and count + len(texts[last]) <= size:
+                count += len(texts[last])
+                last += 1
+            ok, bad = await self._embed_isolating(
+                batch[first:last], plans[first:last], texts[first:last], embedder, stack, step, first
+            )
+            yield ok, bad, last
+            first = last
+
+    async def _embed_isolating(
+        self,
+        records: Sequence[Record],
+        plans: Sequence[PassagePlan | None],
+        texts: Sequence[list[str]],
+        embedder: Embedder | None,
+        stack: Resilience | None,
+        step: Callable[[int, int], None] | None,
+        done_before: int,
+    ) -> tuple[list[Embedded], list[FailedDocument]]:
+        """One group's vectors (see :meth:`_embed_groups`)."""
+        embed = functools.partial(self._b.embed_documents, embedder=embedder, stack=stack)
         flat = [t for group in texts for t in group]
         ends = list(itertools.accumulate(len(group) for group in texts))
         size = max(self._b.settings.embed_batch_size, 1)
@@ -341,15 +379,15 @@ class Ingester:
             for start in range(0, len(flat), size):
                 vectors += await embed(flat[start : start + size])
                 if step is not None:
-                    step(bisect.bisect_right(ends, len(vectors)), min(size, len(flat) - start))
-            return _regroup(batch, plans, texts, vectors), []
+                    step(done_before + bisect.bisect_right(ends, len(vectors)), min(size, len(flat) - start))
+            return _regroup(records, plans, texts, vectors), []
         except SearchError as exc:
             cause = exc.__cause__
-            if not isinstance(cause, InvalidEmbedding) or len(batch) == 1:
-                return [], [_embedding_failure(r.id, exc) for r in batch]
+            if not isinstance(cause, InvalidEmbedding) or len(records) == 1:
+                return [], [_embedding_failure(r.id, exc) for r in records]
         ok: list[Embedded] = []
         bad: list[FailedDocument] = []
-        for rec, plan, group in zip(batch, plans, texts, strict=True):
+        for rec, plan, group in zip(records, plans, texts, strict=True):
             try:
                 ok += _regroup([rec], [plan], [group], await embed(group))
             except SearchError as exc:

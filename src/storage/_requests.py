@@ -187,7 +187,7 @@ class Operation(Generic[S, P, R, T]):
         self._signature = inspect.Signature(params)
         # On the class (help(), inspect.signature, API docs), the method's own parameters: self, then the
         # request type's. Set here, so inspect stops at it instead of unwrapping to ``method(self, request)``.
-        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         self.__signature__ = inspect.Signature([self_param, *params])
         self._name = method.__name__
 

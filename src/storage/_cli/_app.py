@@ -61,9 +61,10 @@ def settings(**extra: Any) -> SearchSettings:
     return SearchSettings(**{**overrides, **extra})
 
 
-def run(coro: Coroutine[Any, Any, int | None], *, stopped: Callable[[], str] | None = None) -> None:
+def run(coro: Coroutine[Any, Any, int | None], *, stopped: Callable[[], str | None] | None = None) -> None:
     """Run a command: typed errors become one line and exit code 2. ``stopped``: what to add when a typed
-    error ends the command midway (what was done, whether running it again is safe)."""
+    error ends the command midway (what was done, whether running it again is safe; None: it had not
+    started)."""
     try:
         code = asyncio.run(coro)
     except SearchError as exc:
@@ -78,8 +79,8 @@ def run(coro: Coroutine[Any, Any, int | None], *, stopped: Callable[[], str] | N
                 f"`hybrid-search{flag} ingest FILE`"
             )
         err.print(f"error ({type(exc).__name__}): {first}", markup=False)
-        if stopped is not None:
-            err.print(f"stopped: {stopped()}", markup=False)
+        if stopped is not None and (said := stopped()) is not None:
+            err.print(f"stopped: {said}", markup=False)
         raise typer.Exit(2) from None
     except (ValueError, OSError) as exc:  # bad settings (pydantic), unreadable files
         if state["verbose"]:

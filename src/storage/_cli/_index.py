@@ -13,6 +13,7 @@ from embeddings import EmbeddingSettings, ProviderError, create_embedder
 
 from .._errors import ConfigurationError
 from .._models import Document, IndexProgress
+from .._text import clip
 from ..evaluation import beir_document, read_jsonl_documents
 from ._app import app, err, open_client, out, progress_bar, run, settings
 from ._files import KINDS, read_folder, read_folder_file
@@ -191,9 +192,9 @@ def ingest(
             out.print(f"  invalid: {line}", markup=False)
         for f in report.failed[:20]:
             if f.reason == "invalid_document" and f.position is not None:
-                out.print(f"  invalid: {where[f.position]}: {f.id}: {f.detail[:160]}", markup=False)
+                out.print(f"  invalid: {where[f.position]}: {f.id}: {clip(f.detail, 160)}", markup=False)
             else:
-                out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
+                out.print(f"  failed: {f.id}: {f.reason} ({clip(f.detail, 120)})", markup=False)
         if len(problems) + len(report.failed) > 40:
             out.print("  ...", markup=False)
         unsent = sum(f.reason not in ("invalid_document", "mapping_error") for f in report.failed)
@@ -205,7 +206,9 @@ def ingest(
         run(
             go(),
             stopped=lambda: (
-                f"{written()} documents were confirmed written before it stopped (a batch in flight "
+                None  # (stopped before it began: nothing to say about what was written)
+                if "progress" not in tracker
+                else f"{written()} documents were confirmed written before it stopped (a batch in flight "
                 f"may have been written too). {_SAFE_AGAIN}"
             ),
         )
@@ -291,7 +294,7 @@ def reembed(
             markup=False,
         )
         for f in report.failed[:20]:
-            out.print(f"  failed: {f.id}: {f.reason} ({f.detail[:120]})", markup=False)
+            out.print(f"  failed: {f.id}: {f.reason} ({clip(f.detail, 120)})", markup=False)
         if report.promoted:
             old = "deleted" if report.deleted_old else "kept"
             out.print(f"alias {report.alias} -> {report.target} (old version {old})", markup=False)

@@ -189,7 +189,8 @@ def print_table(res: SearchResponse, *, min_similarity: float = 0.0) -> None:
         for leg, r in res.legs.items()
     )
     shown = [hit for hit in res.hits if relevant(hit, min_similarity)]
-    table = Table(title=f"{clip(res.query, 120)!r} ({res.mode}; {legs})", title_justify="left", show_lines=True)
+    title = f"{clip(res.query, 120)!r} ({res.mode}; {legs})"
+    table = Table(title=title, title_justify="left", show_lines=True)
     for col in ("#", "id", "score", "bm25", "knn"):
         table.add_column(col, justify="left" if col == "id" else "right")
     table.add_column("title and what matched", ratio=1)
@@ -210,6 +211,8 @@ def print_table(res: SearchResponse, *, min_similarity: float = 0.0) -> None:
         )
     if shown:
         out.print(table)
+    else:
+        out.print(title, markup=False)
     if "truncated" in res.query_adjustments:
         out.print(
             f"note: the query was longer than {MAX_QUERY_CHARS:,} characters; only its first "

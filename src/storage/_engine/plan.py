@@ -127,10 +127,14 @@ def plan_search(
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
-    for name in ("limit", "offset", "window", "rrf_k", "num_candidates"):
-        value = getattr(r, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise InvalidQuery(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
+    if not (
+        type(r.limit) is int
+        and type(r.offset) is int
+        and (r.window is None or type(r.window) is int)
+        and (r.rrf_k is None or type(r.rrf_k) is int)
+        and (r.num_candidates is None or type(r.num_candidates) is int)
+    ):  # (the common case in one expression; the search path counts instructions)
+        _check_whole_numbers(r)
     in_force, sources = fusion_in_force(below, method=r.fusion, k=r.rrf_k, weights=r.weights, window=r.window)
     method: FusionMethod = in_force.method
     if method not in _FUSIONS:
@@ -212,6 +216,15 @@ def plan_search(
         per_group=r.per_group,
         diversity=_diversity(r.diversity),
     )
+
+
+def _check_whole_numbers(r: SearchRequest) -> None:
+    """``limit``, ``offset``, ``window``, ``rrf_k`` and ``num_candidates`` are whole numbers (``"3"``, ``True``
+    or ``2.5`` is the caller's mistake, said as such, never a TypeError deeper down)."""
+    for name in ("limit", "offset", "window", "rrf_k", "num_candidates"):
+        value = getattr(r, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise InvalidQuery(f"{name} must be a whole number, got {type(value).__name__} {value!r}")
 
 
 _GROUP_FIELDS = ("ticker", "source", "doc_type")
