@@ -18,6 +18,7 @@ Logs go to stderr (stdout is the protocol).
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -30,7 +31,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from ._client import SearchClient
-from ._errors import SearchError
+from ._errors import ConfigurationError, SearchError
 from ._settings import SearchSettings
 from .agent import SearchTool, ToolPolicy, ToolReply, ToolSettings, tool_specs
 
@@ -53,18 +54,29 @@ class _Session:
     unavailable: str = ""
 
 
-def create_server(policy: ToolPolicy | None = None, settings: SearchSettings | None = None) -> Server[_Session]:
+def create_server(
+    policy: ToolPolicy | None = None, settings: SearchSettings | None = None, *, startup_error: str | None = None
+) -> Server[_Session]:
     """The server. Its lifespan opens one :class:`SearchClient` (from ``settings``, default the environment)
-    and closes it on shutdown; ``policy`` (default ``TOOL_*``) is validated now."""
-    policy = policy if policy is not None else ToolSettings().policy()
+    and closes it on shutdown; ``policy`` (default ``TOOL_*``) is validated now. ``startup_error``: what
+    stopped the server's set-up (a bad option): it still answers the handshake, and every call says it — a
+    host shows the reason, never only a closed pipe. ``answer`` is listed only when a chat model is set up
+    (``LLM_*``); ``serverInfo.version`` is the package's."""
+    policy = policy if policy is not None else ToolPolicy()
     specs = tool_specs(policy)
-    tools = [
-        types.Tool(name=spec.name, description=spec.description, input_schema=spec.function()["function"]["parameters"])
+    tools = {
+        spec.name: types.Tool(
+            name=spec.name, description=spec.description, input_schema=spec.function()["function"]["parameters"]
+        )
         for spec in specs
-    ]
+    }
 
     @asynccontextmanager
     async def lifespan(_: Server[_Session]) -> AsyncIterator[_Session]:
+        if startup_error is not None:
+            log.error("the search server could not start: %s", startup_error)
+            yield _Session(None, f"Search is not set up on this server: {startup_error}")
+            return
         async with AsyncExitStack() as stack:
             try:
                 client = SearchClient.from_settings(settings if settings is not None else SearchSettings())
@@ -76,10 +88,15 @@ def create_server(policy: ToolPolicy | None = None, settings: SearchSettings | N
                 return
             yield _Session(SearchTool(client, name=specs[0].name, policy=policy))
 
+    def listed(session: _Session) -> dict[str, types.Tool]:
+        if session.tool is not None and session.tool.client.llm is None:  # answer could only say "not set up"
+            return {name: tool for name, tool in tools.items() if name != "answer"}
+        return tools
+
     async def list_tools(
-        _: ServerRequestContext[_Session], __: types.PaginatedRequestParams | None
+        ctx: ServerRequestContext[_Session], __: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        return types.ListToolsResult(tools=list(listed(ctx.lifespan_context).values()))
 
     async def call_tool(
         ctx: ServerRequestContext[_Session], params: types.CallToolRequestParams
@@ -87,6 +104,9 @@ def create_server(policy: ToolPolicy | None = None, settings: SearchSettings | N
         session = ctx.lifespan_context
         if session.tool is None:
             reply = ToolReply(session.unavailable, True)
+        elif params.name not in listed(session):
+            names = ", ".join(listed(session))
+            reply = ToolReply(f"Error: there is no tool named {params.name!r}; the tools are {names}.", True)
         else:
             reply = await session.tool.call(params.name, params.arguments)
         # The text once: no structured copy of it (an agent would pay for it twice).
@@ -94,6 +114,7 @@ def create_server(policy: ToolPolicy | None = None, settings: SearchSettings | N
 
     return Server(
         "hybrid-search",
+        version=importlib.metadata.version("hybrid-search-es"),
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         on_list_tools=list_tools,
@@ -107,9 +128,17 @@ async def serve(server: Server[_Session]) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def main(policy: ToolPolicy | None = None, settings: SearchSettings | None = None) -> None:
+def main(
+    policy: ToolPolicy | None = None, settings: SearchSettings | None = None, *, startup_error: str | None = None
+) -> None:
+    """Serve over stdio: ``policy`` (default ``TOOL_*``: a bad one is served as ``startup_error``)."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    anyio.run(serve, create_server(policy, settings))
+    if policy is None and startup_error is None:
+        try:
+            policy = ToolSettings().policy()
+        except ConfigurationError as exc:
+            startup_error = str(exc).splitlines()[0]
+    anyio.run(serve, create_server(policy, settings, startup_error=startup_error))
 
 
 if __name__ == "__main__":

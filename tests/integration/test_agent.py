@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import re
@@ -142,7 +143,7 @@ async def test_the_mcp_server_serves_the_tool_contract_to_a_real_mcp_client(
 ) -> None:
     async with _mcp(_hashing_env(settings)) as session:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"search", "get_document", "answer"}
+        assert set(tools) == {"search", "get_document"}  # answer: listed only with a chat model (LLM_*)
         search = tools["search"].input_schema
         assert search["required"] == ["query"]
         assert search["additionalProperties"] is False
@@ -153,8 +154,11 @@ async def test_the_mcp_server_serves_the_tool_contract_to_a_real_mcp_client(
         assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 20, 5)
         assert {"ticker", "doc_type", "source", "date_from", "date_to"} <= set(search["properties"])
         assert tools["get_document"].input_schema["properties"]["id"]["description"]
-        assert tools["answer"].input_schema["properties"]["question"]["description"]
-        assert "answer" in (tools["answer"].description or "").lower()
+        # Optional arguments have one type (clients convert values by it), never anyOf [..., null].
+        assert search["properties"]["facets"]["type"] == "array"
+        assert search["properties"]["one_per"]["type"] == "string"
+        assert search["properties"]["date_from"]["type"] == "string"
+        assert all("anyOf" not in prop for prop in search["properties"].values())
 
         found = await session.call_tool("search", {"query": "revenue guidance", "ticker": "AAPL"})
         assert not found.is_error
@@ -175,6 +179,15 @@ async def test_the_mcp_server_serves_the_tool_contract_to_a_real_mcp_client(
         assert "limit must be at most 20" in _text(too_many)
         empty = await session.call_tool("search", {"query": ""})
         assert "query is empty" in _text(empty)
+        # Validated against the advertised schema, without coercion.
+        for wrong in ("3", True, 2.5):
+            refused = await session.call_tool("search", {"query": "revenue", "limit": wrong})
+            assert refused.is_error, wrong
+            assert "limit must be a whole number" in _text(refused)
+        as_text = await session.call_tool("search", {"query": "revenue", "facets": "ticker"})
+        assert "facets must be a list" in _text(as_text)
+        faceted = await session.call_tool("search", {"query": "revenue", "facets": ["ticker"]})
+        assert not faceted.is_error
 
         # limit=20: the header counts what is shown, and says when the rest did not fit.
         twenty = _text(await session.call_tool("search", {"query": "revenue", "limit": 20}))
@@ -184,7 +197,25 @@ async def test_the_mcp_server_serves_the_tool_contract_to_a_real_mcp_client(
 
         no_llm = await session.call_tool("answer", {"question": "Why did Apple cut guidance?"})
         assert no_llm.is_error
-        assert "not set up" in _text(no_llm)
+        assert _text(no_llm).startswith("Error: there is no tool named 'answer'; the tools are search, get_document")
+
+
+async def test_the_mcp_server_says_its_version_and_serves_a_startup_error_to_the_client(
+    settings: SearchSettings,
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "storage._cli", "mcp"], env=_hashing_env(settings)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+    assert init.server_info.name == "hybrid-search"
+    assert init.server_info.version == importlib.metadata.version("hybrid-search-es")
+    # A bad option: the handshake still completes, and the client reads why (not just "Connection closed").
+    async with _mcp(_hashing_env(settings), "mcp", "--limit", "0") as session:
+        assert {t.name for t in (await session.list_tools()).tools} >= {"search"}
+        result = await session.call_tool("search", {"query": "revenue"})
+    assert result.is_error
+    assert _text(result).startswith("Search is not set up on this server: invalid tool settings: limit:")
 
 
 async def test_the_mcp_command_honours_index_url_and_the_tool_policy_from_the_command_line(
@@ -219,7 +250,12 @@ def test_a_host_mistake_stops_the_mcp_command_at_start_with_the_reason() -> None
         (["mcp", "--filters", "ticker,sector"], "unknown filters ['sector']"),
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "storage._cli", *args], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "storage._cli", *args],
+            env=env,
+            stdin=subprocess.DEVNULL,  # no host: the server it still starts (to say why) ends at once
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 2, done.stderr
         assert said in done.stderr

@@ -62,7 +62,11 @@ def mcp(
         )
         search_settings = settings()
     except (ConfigurationError, ValueError) as exc:
-        err.print(f"error: {str(exc).splitlines()[0]}", markup=False)
+        # Said on stderr, and served: the host completes its handshake and shows the reason on every call
+        # (exiting here, it would only see its pipe close).
+        reason = str(exc).splitlines()[0]
+        err.print(f"error: {reason}", markup=False)
+        serve(None, None, startup_error=reason)
         raise typer.Exit(2) from None
     serve(policy, search_settings)
 

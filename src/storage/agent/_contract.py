@@ -234,11 +234,22 @@ class AnswerArguments(BaseModel):
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A model's JSON schema as tools carry it (no titles)."""
+    """A model's JSON schema as tools carry it: no titles, and an optional argument as its one type (an
+    optional argument is left out, never sent as null): ``{"type": "array", ...}``, not ``anyOf: [array,
+    null]``, which clients that convert values by the top-level ``type`` (the MCP Inspector) send as a
+    string."""
     schema = model.model_json_schema()
     schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
+    for name, prop in schema.get("properties", {}).items():
         prop.pop("title", None)
+        options = prop.get("anyOf")
+        if isinstance(options, list) and {"type": "null"} in options and name not in schema.get("required", ()):
+            kept = [o for o in options if o != {"type": "null"}]
+            if len(kept) == 1:
+                del prop["anyOf"]
+                prop.update(kept[0])
+                if prop.get("default", ...) is None:
+                    del prop["default"]
     return schema
 
 
@@ -253,7 +264,9 @@ def parse_arguments(model: type[BaseModel], arguments: str | Mapping[str, Any] |
     if not isinstance(data, dict):
         return 'Error: the arguments must be an object such as {"query": "..."}.'
     try:
-        return model.model_validate(data)
+        # Validated as the JSON it is, strictly: what the schema says, no coercion ("3" or true is not a whole
+        # number; a date is its YYYY-MM-DD text).
+        return model.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:
         return refusal(exc, sorted(model.model_fields))
 
@@ -274,8 +287,10 @@ def refusal(exc: ValidationError, names: list[str]) -> str:
             problems.append(f"'{where}' is not an argument of this tool (its arguments: {', '.join(names)})")
         elif kind == "string_type":
             problems.append(f"{where} must be text")
-        elif kind in ("int_parsing", "int_type"):
+        elif kind in ("int_parsing", "int_type", "int_from_float"):
             problems.append(f"{where} must be a whole number")
+        elif kind in ("list_type", "tuple_type"):
+            problems.append(f"{where} must be a list")
         elif kind in ("date_from_datetime_parsing", "date_parsing", "date_type"):
             problems.append(f"{where} must be a date written YYYY-MM-DD")
         elif "ctx" in err and kind in ("less_than_equal", "greater_than_equal"):
