@@ -61,7 +61,7 @@ async def test_the_schema_round_trips_and_the_output_cites_real_hits(tool: Searc
         "date_from",
         "date_to",
     }  # no fusion
-    assert params["properties"]["date_from"]["anyOf"][0]["format"] == "date"
+    assert params["properties"]["date_from"]["format"] == "date"
     # The model answers with JSON arguments built from that schema.
     out = await tool.run(json.dumps({"query": "revenue guidance", "ticker": "AAPL", "date_from": "2024-01-01"}))
     assert out.startswith('1 result for "revenue guidance"')
