@@ -215,7 +215,7 @@ async def test_filters_and_tenancy_apply(framework: Framework, settings: SearchS
         other = await framework.asynchronous(framework.build(client=client, tenant_id="globex"), QUERY)
         assert {framework.metadata(d)["tenant_id"] for d in other} == {"globex"}
         with pytest.raises(ConfigurationError, match="unknown search option"):
-            framework.build(client=client, filter={"ticker": "MSFT"})  # a typo is never a silent no-op
+            framework.build(client=client, filtres={"ticker": "MSFT"})  # a typo is never a silent no-op
 
 
 async def test_a_dead_embedder_gives_bm25_documents_flagged_degraded_and_strict_raises(
@@ -326,3 +326,36 @@ async def _no_leaked_loops() -> AsyncIterator[None]:
     await asyncio.sleep(0)
     left = [t for t in threading.enumerate() if t.name == "hybrid-search-bridge" and t.is_alive()]
     assert not left or "hybrid-search-bridge" in before, left
+
+
+async def test_each_framework_s_own_names_and_filter_syntax_are_understood(loaded: SearchClient) -> None:
+    from llama_index.core.vector_stores.types import FilterCondition, MetadataFilter, MetadataFilters
+
+    expected = (await loaded.search(QUERY, limit=2, filters={"ticker": ["AAPL", "MSFT"]})).ids
+    llama = li.HybridSearchRetriever(
+        client=loaded,
+        similarity_top_k=2,
+        filters=MetadataFilters(
+            filters=[MetadataFilter(key="ticker", value="AAPL"), MetadataFilter(key="ticker", value="MSFT")],
+            condition=FilterCondition.OR,
+        ),
+    )
+    assert [n.node.id_ for n in await llama.aretrieve(QUERY)] == expected
+    hay = hs.HybridSearchRetriever(client=loaded)
+    found = await hay.run_async(
+        QUERY,
+        filters={
+            "operator": "AND",
+            "conditions": [{"field": "meta.ticker", "operator": "in", "value": ["AAPL", "MSFT"]}],
+        },
+        top_k=2,
+    )
+    assert [d.id for d in found["documents"]] == expected
+    with pytest.raises(InvalidQuery, match="top_k must be a whole number"):
+        await hay.run_async(QUERY, top_k="3")  # type: ignore[arg-type]
+    with pytest.raises(InvalidQuery, match="'!='"):
+        await hay.run_async(QUERY, filters={"field": "meta.ticker", "operator": "!=", "value": "AAPL"})
+    with pytest.raises(InvalidQuery, match="limit must be a whole number"):
+        await lc.HybridSearchRetriever(client=loaded, limit="3").ainvoke(QUERY)
+    lang = lc.HybridSearchRetriever(client=loaded, k=2, filter={"ticker": ["AAPL", "MSFT"]})
+    assert [d.id for d in await lang.ainvoke(QUERY)] == expected

@@ -128,20 +128,14 @@ class ClientBridge:
 
     def _home_loop(self, caller: asyncio.AbstractEventLoop | None) -> asyncio.AbstractEventLoop:
         """Where the client lives: the bridge's own loop for an owned client; for a given one, the loop it
-        lives on (entered with ``async with``, or first used on — by this bridge or any other), else the
-        client's own loop if a bridge made one, else ``caller``'s (an async first call), else the client's
-        own loop, made now (a synchronous first call)."""
+        lives on (entered with ``async with``, or first used on directly), else a loop of the client's own —
+        shared by every bridge given it, made at the first call, sync or async: a client the bridges start
+        is never bound to a caller's loop that may end before it (an ``asyncio.run``, a test's loop)."""
         if self._factory is not None:
             return self._portal_loop()
         client = self._given
         assert client is not None
-        return (
-            client.entered_loop
-            or _client_portal(client, create=False)
-            or caller
-            or _client_portal(client, create=True)
-            or self._portal_loop()  # (unreachable: create=True always gives a loop)
-        )
+        return client.entered_loop or _client_portal(client, create=True) or self._portal_loop()  # (never the last)
 
     async def _with_client(self, call: Callable[[SearchClient], Awaitable[T]]) -> T:
         """``call(client)``, on the client's loop (an owned client is made there the first time)."""

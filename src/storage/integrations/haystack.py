@@ -36,6 +36,7 @@ from .._client import SearchClient
 from .._errors import ConfigurationError
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore, check_options
+from ._dialects import count_argument, haystack_filters
 
 __all__ = ["HybridSearchRetriever"]
 
@@ -45,11 +46,12 @@ def _document(hit: Retrieved) -> Document:
 
 
 def _overrides(filters: dict[str, Any] | None, top_k: int | None) -> dict[str, Any]:
+    """Haystack's names as ours: ``top_k`` is ``limit``; ``filters`` in Haystack's syntax (or ours)."""
     out: dict[str, Any] = {}
     if filters is not None:
-        out["filters"] = filters
+        out["filters"] = haystack_filters(filters)
     if top_k is not None:
-        out["limit"] = top_k
+        out["limit"] = count_argument("top_k", top_k)
     return out
 
 
@@ -60,8 +62,10 @@ class HybridSearchRetriever:
     ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment on a loop of its own
     (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
-    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...). ``content``: a document holds a long
-    document's best passages (``passages``, the default) or its whole text (``text``).
+    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...), and Haystack's own: ``top_k``
+    (``limit``) and ``filters`` in Haystack's syntax (``{"field": "meta.x", "operator": "==", "value": ..}``,
+    ``AND``/``OR`` conditions). ``content``: a document holds a long document's best passages (``passages``,
+    the default) or its whole text (``text``).
     """
 
     def __init__(
@@ -72,10 +76,12 @@ class HybridSearchRetriever:
         content: Content = "passages",
         **options: Any,
     ) -> None:
-        self._options = check_options(options)
+        self._options = dict(options)  # (as given: what to_dict writes)
+        ours = {**options, **_overrides(options.pop("filters", None), options.pop("top_k", None))}
+        check_options(ours)
         self._content = content
         self._from_settings = client is None and settings is None
-        self._core = RetrieverCore(client, settings=settings, options=options, content=content)
+        self._core = RetrieverCore(client, settings=settings, options=ours, content=content)
 
     @classmethod
     def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:

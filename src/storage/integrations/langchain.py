@@ -49,6 +49,7 @@ from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
 from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore
+from ._dialects import count_argument, langchain_filter
 
 __all__ = ["HybridSearchRetriever", "InvalidToolQuery", "agent_tools"]
 
@@ -62,6 +63,22 @@ def _document(hit: Retrieved) -> Document:
     return Document(id=hit.id, page_content=hit.content, metadata=hit.metadata)
 
 
+def _our_options(options: dict[str, Any]) -> dict[str, Any]:
+    """LangChain's names as ours: ``k`` is ``limit``, ``filter`` (``{key: value}``) is ``filters``, and
+    ``search_kwargs`` (what ``as_retriever`` users write) holds either; anything else is one of ours."""
+    out = dict(options)
+    nested = out.pop("search_kwargs", None)
+    if nested is not None:
+        if not isinstance(nested, dict):
+            raise InvalidToolQuery(f"search_kwargs must be a dict, got {type(nested).__name__}")
+        out = {**_our_options(nested), **out}
+    if "k" in out:
+        out["limit"] = count_argument("k", out.pop("k"))
+    if "filter" in out:
+        out["filters"] = langchain_filter(out.pop("filter"))
+    return out
+
+
 class HybridSearchRetriever(BaseRetriever):
     """Hybrid (BM25 + kNN, fused in the client) search as a LangChain retriever.
 
@@ -69,7 +86,9 @@ class HybridSearchRetriever(BaseRetriever):
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment (``ES_*``,
     ``EMBEDDINGS_*``, ...) on a loop of its own (``close()`` it when done). ``options`` are
     :meth:`SearchClient.search` arguments: ``mode``, ``limit``, ``filters``, ``tenant_id``, ``rerank``,
-    ``fusion``, ``strict`` (raise our typed errors instead of returning a degraded result), ...;
+    ``fusion``, ``strict`` (raise our typed errors instead of returning a degraded result), ...; and
+    LangChain's own names: ``k`` (``limit``), ``filter`` (``{key: value}``), ``search_kwargs={"k": ..,
+    "filter": ..}`` — at construction and per call (``retriever.invoke("q", k=3)``);
     ``content``: a document holds a long document's best passages (``passages``, the default) or its whole
     text (``text``).
     """
@@ -92,6 +111,7 @@ class HybridSearchRetriever(BaseRetriever):
     ) -> None:
         # LangChain's own fields (tags, metadata, verbose) go to it; everything else is a search option.
         fields: dict[str, Any] = {k: options.pop(k) for k in ("tags", "metadata", "verbose") if k in options}
+        options = _our_options(options)
         fields.update(client=client, settings=settings, options=options, content=content)
         super().__init__(**fields)
         self._core = RetrieverCore(client, settings=settings, options=options, content=content)
@@ -105,7 +125,7 @@ class HybridSearchRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
         try:
-            return [_document(hit) for hit in self._core.search(query, **overrides)]
+            return [_document(hit) for hit in self._core.search(query, **_our_options(overrides))]
         except InvalidToolQuery:
             raise
         except InvalidQuery as exc:
@@ -115,7 +135,7 @@ class HybridSearchRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **overrides: Any
     ) -> list[Document]:
         try:
-            return [_document(hit) for hit in await self._core.asearch(query, **overrides)]
+            return [_document(hit) for hit in await self._core.asearch(query, **_our_options(overrides))]
         except InvalidToolQuery:
             raise
         except InvalidQuery as exc:

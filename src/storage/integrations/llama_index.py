@@ -32,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._client import SearchClient
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore
+from ._dialects import count_argument, llama_index_filters
 
 __all__ = ["HybridSearchRetriever"]
 
@@ -69,8 +70,10 @@ class HybridSearchRetriever(BaseRetriever):
     ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
     ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment on a loop of its own
     (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
-    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...). ``content``: a node holds a long
-    document's best passages (``passages``, the default) or its whole text (``text``).
+    ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...), and LlamaIndex's own names:
+    ``similarity_top_k`` (``limit``) and ``filters=MetadataFilters(...)`` (``==``, ``in``, ranges; ``and``,
+    ``or`` of equalities on one key). ``content``: a node holds a long document's best passages
+    (``passages``, the default) or its whole text (``text``).
     """
 
     def __init__(
@@ -82,6 +85,10 @@ class HybridSearchRetriever(BaseRetriever):
         content: Content = "passages",
         **options: Any,
     ) -> None:
+        if "similarity_top_k" in options:  # LlamaIndex's names as ours
+            options["limit"] = count_argument("similarity_top_k", options.pop("similarity_top_k"))
+        if options.get("filters") is not None and not isinstance(options["filters"], dict | list):
+            options["filters"] = llama_index_filters(options["filters"])
         self._core = RetrieverCore(client, settings=settings, options=options, content=content)
         super().__init__(callback_manager=callback_manager)
 
