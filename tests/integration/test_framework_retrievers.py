@@ -150,14 +150,21 @@ async def test_sync_calls_work_inside_a_running_loop_outside_one_and_from_thread
         framework.sync(given, QUERY)
 
 
-def test_sync_calls_work_with_no_event_loop_anywhere(framework: Framework, environment: None) -> None:
+def load_corpus(settings: SearchSettings | None = None) -> list[str]:
+    """From plain sync code: CORPUS into the index (``settings``, default the environment's), with its own
+    client and loop; the top 3 ids for QUERY."""
+
     async def load() -> list[str]:
-        async with SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64)) as c:
+        async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as c:
             await c.ensure_index()
-            await c.index_documents(CORPUS, refresh=True)
+            assert (await c.index_documents(CORPUS, refresh=True)).ok
             return (await c.search(QUERY, limit=3)).ids
 
-    expected = asyncio.run(load())
+    return asyncio.run(load())
+
+
+def test_sync_calls_work_with_no_event_loop_anywhere(framework: Framework, environment: None) -> None:
+    expected = load_corpus()
     retriever = framework.build.from_settings(limit=3)  # type: ignore[attr-defined]
     try:
         assert [framework.doc_id(d) for d in framework.sync(retriever, QUERY)] == expected
@@ -172,13 +179,7 @@ def test_one_client_shared_by_retrievers_of_every_framework_works_from_sync_asyn
     frameworks) called from plain synchronous code, then from a running loop, then from threads. It lives on
     one loop (its own), every call is handed there, and the breaker never sees a loop mix-up."""
 
-    async def load() -> list[str]:
-        async with SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64)) as c:
-            await c.ensure_index()
-            await c.index_documents(CORPUS, refresh=True)
-            return (await c.search(QUERY, limit=3)).ids
-
-    expected = asyncio.run(load())
+    expected = load_corpus()
     shared = SearchClient.from_settings(embedder=HashingEmbedder(dimensions=64))
     retrievers = [f.build(client=shared, limit=3) for f in FRAMEWORKS] + [lc.HybridSearchRetriever(client=shared)]
     for framework, retriever in zip([*FRAMEWORKS, FRAMEWORKS[0]], retrievers, strict=True):

@@ -6,7 +6,6 @@ name, ``k`` (not told ours).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,16 +17,11 @@ from storage import SearchClient, SearchSettings
 from storage.integrations import close_client
 from storage.integrations.langchain import HybridSearchRetriever
 
-from .test_framework_retrievers import CORPUS, QUERY
+from .test_framework_retrievers import QUERY, load_corpus
 
 
 def _loaded_client(settings: SearchSettings) -> SearchClient:
-    async def load() -> None:
-        async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as c:
-            await c.ensure_index()
-            assert (await c.index_documents(CORPUS, refresh=True)).ok
-
-    asyncio.run(load())
+    load_corpus(settings)
     return SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64))
 
 
