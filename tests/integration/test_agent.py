@@ -7,11 +7,13 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from mcp.client.session import ClientSession
@@ -216,6 +218,61 @@ async def test_the_mcp_server_says_its_version_and_serves_a_startup_error_to_the
         result = await session.call_tool("search", {"query": "revenue"})
     assert result.is_error
     assert _text(result).startswith("Search is not set up on this server: invalid tool settings: limit:")
+
+
+#: The MCP Inspector's command line (npm), the version Node 20 resolves; installed once per checkout.
+INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"
+INSPECTOR_DIR = Path(__file__).resolve().parents[2] / ".cache" / "mcp-inspector"
+
+
+def _inspector() -> Path:
+    cli = INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
+    if not cli.exists():
+        npm = shutil.which("npm")
+        assert npm is not None, "the MCP Inspector test needs Node.js and npm (apt install nodejs npm)"
+        INSPECTOR_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(INSPECTOR_DIR), INSPECTOR],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+    return cli
+
+
+def test_the_mcp_inspector_cli_sends_arguments_the_schema_lets_it_convert(
+    tool: SearchTool, settings: SearchSettings
+) -> None:
+    """The Inspector converts --tool-arg values by each property's top-level type: with one type per
+    optional argument (no anyOf with null), an array arrives as an array; a wrong type is refused, not coerced;
+    a bad server option reaches it as a readable error."""
+    cli = str(_inspector())
+    server = [sys.executable, "-m", "storage._cli", "mcp"]
+
+    def call(*args: str, server_args: tuple[str, ...] = ()) -> dict[str, Any]:
+        done = subprocess.run(
+            [cli, "--cli", *server, *server_args, "--method", "tools/call", "--tool-name", "search", *args],
+            env=_hashing_env(settings),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return cast(dict[str, Any], json.loads(done.stdout))
+
+    args = ("--tool-arg", "query=revenue guidance", "--tool-arg", "limit=2", "--tool-arg", 'facets=["ticker"]')
+    found = call(*args)
+    assert not found["isError"]
+    assert "Counts over all matches — ticker:" in found["content"][0]["text"]
+    wrong = call("--tool-arg", "query=revenue", "--tool-arg", "limit=abc")
+    assert wrong["isError"]
+    assert (
+        wrong["content"][0]["text"] == "Error: limit must be a whole number. Fix the arguments and call the tool again."
+    )
+    bad_option = call("--tool-arg", "query=revenue", server_args=("--limit", "0"))
+    assert bad_option["isError"]
+    assert bad_option["content"][0]["text"].startswith("Search is not set up on this server: invalid tool settings")
 
 
 async def test_the_mcp_command_honours_index_url_and_the_tool_policy_from_the_command_line(
