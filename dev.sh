@@ -49,6 +49,19 @@ setup() {
   fi
 }
 
+# The workbench's browser test drives Debian's headless Chromium (packages chromium and chromium-driver): installed
+# here when missing, as root (a CI machine starts without them).
+ensure_browser() {
+  command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Debian's chromium and chromium-driver (the workbench's browser test)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "error: the workbench's browser test needs chromium and chromium-driver: sudo apt-get install chromium chromium-driver" >&2
+    return 1
+  fi
+}
+
 # Any JVM still running from this checkout's Elasticsearch cache (or the launcher's default one, which the
 # installed-wheel test uses) is a leak.
 check_no_jvm_left() {
@@ -186,8 +199,9 @@ case "${1:-}" in
     ;;
   test)
     shift
-    setup
     started=$(date +%s)
+    setup
+    ensure_browser
     status=0
     run_tests "$@" || status=$?
     echo "== ./dev.sh test finished in $(($(date +%s) - started)) s with status $status"

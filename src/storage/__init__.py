@@ -55,7 +55,7 @@ from ._facets import FacetSpec
 from ._filters import Exists, Filter, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
 from ._fusion_setting import FusionSetting, FusionSource
-from ._logging import configure_ecs_logging, correlation_id
+from ._logging import configure_ecs_logging, correlation_id, query_hash
 from ._models import (
     Document,
     FailedDocument,
@@ -173,5 +173,6 @@ __all__ = [
     "default_grid",
     "fuse",
     "load_judgments",
+    "query_hash",
     "tune",
 ]

@@ -1,5 +1,5 @@
-"""Commands that serve: ``mcp`` (the MCP server over stdio), ``kibana-import``, ``compose`` (the
-docker-compose file for Elasticsearch and Kibana)."""
+"""Commands that serve: ``mcp`` (the MCP server over stdio), ``workbench`` (a local web page on the index),
+``kibana-import``, ``compose`` (the docker-compose file for Elasticsearch and Kibana)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,47 @@ def mcp(
         serve(None, None, startup_error=reason)
         raise typer.Exit(2) from None
     serve(policy, search_settings)
+
+
+@app.command()
+def workbench(
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to bind (the default keeps it on this machine).")] = "127.0.0.1",
+    allow_writes: Annotated[
+        bool, typer.Option("--allow-writes", help="Allow storing a tuned fusion with the index (after a confirmation).")
+    ] = False,
+    tenant: Annotated[str | None, typer.Option(help="See and judge this tenant's documents only.")] = None,
+) -> None:
+    """A local web page on the index (--url / --index): BM25, kNN and fused results side by side, the fusion
+    changed live, judgments, nDCG per leg and fusion, tune, recent/slow/degraded searches. Prints its URL (with
+    a one-time token); Ctrl-C stops it. Needs the 'workbench' extra."""
+    try:
+        from ..workbench import serve as serve_workbench
+    except ImportError:
+        err.print(
+            "error: the workbench needs the 'workbench' extra: pip install 'hybrid-search-es[workbench]'", markup=False
+        )
+        raise typer.Exit(2) from None
+    from .._client import SearchClient
+
+    search_settings = settings()
+
+    def ready(url: str) -> None:
+        out.print(f"workbench on {url}", markup=False)
+        out.print(
+            "read-only" if not allow_writes else "writes allowed: a tuned fusion can be stored (after a confirmation)",
+            markup=False,
+        )
+        out.print("Ctrl-C stops it", markup=False)
+
+    serve_workbench(
+        lambda: SearchClient.from_settings(search_settings),
+        host=host,
+        port=port,
+        allow_writes=allow_writes,
+        tenant_id=tenant,
+        on_ready=ready,
+    )
 
 
 @app.command("kibana-import")

@@ -200,7 +200,8 @@ async def tune(
     queries, matrix = score_matrix(grid, legs, usable)
     folds = min(folds, len(queries)) if queries else folds
     chooser = switch_if_significant(alpha, seed=seed)
-    cv = cross_validate(matrix, fold_of(queries, folds, seed), prefer=0, choose=chooser) if queries else None
+    # (cross-validation needs two queries at least: one to choose on, one to score on)
+    cv = cross_validate(matrix, fold_of(queries, folds, seed), prefer=0, choose=chooser) if len(queries) > 1 else None
     fusion_s = time.perf_counter() - started
     baseline = matrix[0] if queries else []
     means = matrix.mean(axis=1) if queries else [0.0] * len(grid)

@@ -1,0 +1,537 @@
+"""The workbench's web app: one page (static HTML + JS that renders every value as text) and its JSON API.
+
+Every route but ``/static`` needs the token — from the URL's ``?token=`` on the first visit (then a cookie,
+``HttpOnly``, ``SameSite=Strict``), or the ``X-Workbench-Token`` header — else 403. Reads go through the
+client's public API (``search``, ``retrieve``, ``fuse``, ``evaluate``, ``tune``); the only write to the data
+index (``store_fusion``) needs ``allow_writes`` and an explicit confirmation; judgments live in their own
+index (``_judgments``). A tenant-bound workbench passes its tenant on every call and ignores any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from elasticsearch import ApiError, TransportError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import (
+    FusionSetting,
+    InvalidQuery,
+    Judgments,
+    LegHit,
+    SearchClient,
+    SearchError,
+    SearchResponse,
+    default_grid,
+    fuse,
+    query_hash,
+    tune,
+)
+from ..evaluation import evaluate
+from ._judgments import GRADES, JudgmentStore, qrels_tsv, queries_jsonl, query_id
+
+__all__ = ["COOKIE", "Workbench", "create_app"]
+
+STATIC = Path(__file__).parent / "static"
+COOKIE = "hs_workbench"
+_MODES = ("hybrid", "bm25", "knn")
+_METHODS = ("rrf", "linear_minmax", "linear_zscore", "dbsf")
+#: Leg candidates the compare view keeps for re-fusing (the window the page may ask for at most).
+_MAX_WINDOW = 500
+
+
+class Workbench:
+    """What the app holds: the client (made and entered on the server's loop), the policy, the judgments."""
+
+    def __init__(
+        self,
+        client_factory: Callable[[], SearchClient],
+        *,
+        token: str,
+        allow_writes: bool = False,
+        tenant_id: str | None = None,
+        judge: str | None = None,
+    ) -> None:
+        self._factory = client_factory
+        self.token = token
+        self.allow_writes = allow_writes
+        self.tenant_id = tenant_id
+        self.judge = judge or _user()
+        self._client: SearchClient | None = None
+        self._judgments: JudgmentStore | None = None
+        #: query hash -> text, for the searches this workbench ran or judged (telemetry records only hashes).
+        self.texts: dict[str, str] = {}
+
+    @property
+    def client(self) -> SearchClient:
+        assert self._client is not None, "the workbench is not started"
+        return self._client
+
+    @property
+    def judgments(self) -> JudgmentStore:
+        assert self._judgments is not None, "the workbench is not started"
+        return self._judgments
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        async with self._factory() as client:
+            self._client = client
+            self._judgments = JudgmentStore(client, tenant_id=self.tenant_id)
+            yield
+        self._client = None
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "workbench"
+
+
+# -- the request's arguments ---------------------------------------------------------------------------------
+
+
+def _int(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidQuery(f"{name} must be a whole number from {low} to {high}")
+    return value
+
+
+def _search_args(wb: Workbench, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The search the page asks for: query, mode, filters, tenant (a bound workbench's own), result count."""
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQuery("the query is empty")
+    mode = body.get("mode", "hybrid")
+    if mode not in _MODES:
+        raise InvalidQuery(f"mode must be one of {', '.join(_MODES)}")
+    filters = body.get("filters") or None
+    if filters is not None and not isinstance(filters, dict):
+        raise InvalidQuery('filters must be an object such as {"ticker": "AAPL"}')
+    tenant = wb.tenant_id if wb.tenant_id is not None else (body.get("tenant_id") or None)
+    return {
+        "query": query,
+        "mode": mode,
+        "filters": filters,
+        "tenant_id": tenant,
+        "limit": _int(body, "limit", 10, 1, 100),
+    }
+
+
+def _fusion_args(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The fusion the page asks for (absent: the one in force)."""
+    fusion = body.get("fusion") or {}
+    if not isinstance(fusion, dict):
+        raise InvalidQuery("fusion must be an object")
+    out: dict[str, Any] = {}
+    if fusion.get("method") is not None:
+        if fusion["method"] not in _METHODS:
+            raise InvalidQuery(f"fusion method must be one of {', '.join(_METHODS)}")
+        out["fusion"] = fusion["method"]
+    if fusion.get("k") is not None:
+        out["rrf_k"] = _int(fusion, "k", 10, 1, 1000)
+    if fusion.get("window") is not None:
+        out["window"] = _int(fusion, "window", 50, 1, _MAX_WINDOW)
+    weights = fusion.get("weights")
+    if weights is not None:
+        if not isinstance(weights, dict) or not all(
+            leg in ("bm25", "knn") and isinstance(w, int | float) and not isinstance(w, bool) and w >= 0
+            for leg, w in weights.items()
+        ):
+            raise InvalidQuery("weights must map bm25 / knn to numbers >= 0")
+        out["weights"] = {leg: float(w) for leg, w in weights.items()}
+    return out
+
+
+# -- what the page reads -------------------------------------------------------------------------------------
+
+
+def _hit(hit: Any, rank: int) -> dict[str, Any]:
+    return {
+        "rank": rank,
+        "id": hit.id,
+        "title": hit.title,
+        "score": hit.score,
+        "normalized_score": hit.normalized_score,
+        "ranks": dict(hit.ranks),
+        "leg_scores": dict(hit.leg_scores),
+        "highlights": {field: list(frags) for field, frags in hit.highlights.items()},
+        "passages": [
+            {"start": p.start, "end": p.end, "text": p.text, "leg": p.leg, "score": p.score} for p in hit.passages
+        ],
+        "source": {k: v for k, v in hit.source.items() if k in ("ticker", "doc_type", "source", "published_at")},
+    }
+
+
+def _column(res: SearchResponse) -> dict[str, Any]:
+    return {
+        "hits": [_hit(h, n) for n, h in enumerate(res.hits, start=1)],
+        "ids": res.ids,
+        "degraded": res.degraded,
+        "degraded_reason": res.degraded_reason,
+        "legs_failed": list(res.legs_failed),
+        "partial": res.partial,
+        "legs": {
+            leg: {"hits": r.hits, "latency_ms": round(r.latency_ms, 1), "ok": r.ok, "reason": r.reason}
+            for leg, r in res.legs.items()
+        },
+        "fetch_ms": None if res.fetch_ms is None else round(res.fetch_ms, 1),
+        "fusion": res.fusion,
+        "fusion_sources": res.fusion_sources,
+        "groups": None if res.groups is None else [g.model_dump() for g in res.groups],
+    }
+
+
+# -- the handlers --------------------------------------------------------------------------------------------
+
+
+async def info(wb: Workbench, request: Request) -> dict[str, Any]:
+    setting, sources = await wb.client.fusion_in_force()
+    s = wb.client.settings
+    return {
+        "index": wb.client.index,
+        "tenant_id": wb.tenant_id,
+        "multi_tenant": s.multi_tenant,
+        "allow_writes": wb.allow_writes,
+        "judge": wb.judge,
+        "telemetry_data_stream": s.telemetry_data_stream,
+        "fusion": setting.to_meta(),
+        "fusion_sources": sources,
+        "grades": list(GRADES),
+    }
+
+
+async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
+    """The three columns — BM25 alone, kNN alone, fused — and each leg's candidates (ids and scores, the
+    fusion window deep) for re-fusing without running the legs again (``/api/fuse``)."""
+    body = await _json(request)
+    args = _search_args(wb, body)
+    fusion = _fusion_args(body)
+    extra: dict[str, Any] = {"diversity": float(body.get("diversity") or 0.0), "group_by": body.get("group_by") or None}
+    wb.texts[query_hash(args["query"].strip())] = args["query"].strip()
+    c = wb.client
+    plain: dict[str, Any] = {k: v for k, v in args.items() if k != "mode"}
+    bm25, knn, fused = await asyncio.gather(
+        c.search(**plain, mode="bm25"), c.search(**plain, mode="knn"), c.search(**args, **fusion, **extra)
+    )
+    window = int(fused.fusion["window"])
+    legs = await c.retrieve(
+        args["query"], mode="hybrid", filters=args["filters"], tenant_id=args["tenant_id"], window=window
+    )
+    return {
+        "query": args["query"],
+        "bm25": _column(bm25),
+        "knn": _column(knn),
+        "fused": _column(fused),
+        "candidates": {leg: [[h.id, h.score] for h in hits] for leg, hits in legs.items()},
+        "window": window,
+    }
+
+
+async def refuse(wb: Workbench, request: Request) -> dict[str, Any]:
+    """The fused order of the candidates the page holds under another fusion (no search is run): the same
+    function every search fuses with (:func:`storage.fuse`)."""
+    body = await _json(request)
+    candidates = body.get("candidates")
+    if not isinstance(candidates, dict) or not set(candidates) <= {"bm25", "knn"}:
+        raise InvalidQuery("candidates must map bm25 / knn to [[id, score], ...]")
+    fusion = _fusion_args(body)
+    window = fusion.get("window", _int(body, "window", 50, 1, _MAX_WINDOW))
+    legs = {leg: [LegHit(str(i), float(s)) for i, s in rows[:window]] for leg, rows in candidates.items() if rows}
+    limit = _int(body, "limit", 10, 1, 100)
+    weights = fusion.get("weights")
+    fused = fuse(legs, method=fusion.get("fusion", "rrf"), k=fusion.get("rrf_k", 10), weights=weights)
+    return {
+        "ids": [h.id for h in fused[:limit]],
+        "scores": [h.score for h in fused[:limit]],
+        "ranks": [dict(h.ranks) for h in fused[:limit]],
+    }
+
+
+async def judge(wb: Workbench, request: Request) -> dict[str, Any]:
+    body = await _json(request)
+    query, doc_id, grade = body.get("query"), body.get("doc_id"), body.get("grade")
+    if not isinstance(query, str) or not query.strip() or not isinstance(doc_id, str) or not doc_id:
+        raise InvalidQuery("a judgment needs the query and the document's id")
+    if isinstance(grade, bool) or grade not in GRADES:
+        raise InvalidQuery("grade must be 0 (not relevant), 1 (relevant) or 2 (highly relevant)")
+    j = await wb.judgments.judge(query, doc_id, grade, judge=wb.judge)
+    wb.texts[query_hash(j.query)] = j.query
+    return {
+        "query": j.query,
+        "query_id": j.query_id,
+        "doc_id": j.doc_id,
+        "grade": j.grade,
+        "judge": j.judge,
+        "at": j.at,
+    }
+
+
+async def judged(wb: Workbench, request: Request) -> dict[str, Any]:
+    """The judged queries: their judgments, and which of today's top 10 are not judged yet."""
+    all_ = await wb.judgments.all()
+    by_query: dict[str, list[Any]] = {}
+    for j in all_:
+        by_query.setdefault(j.query, []).append(j)
+    out = []
+    for query, items in by_query.items():
+        latest = {j.doc_id: j for j in items}
+        top = await wb.client.search(query, limit=10, tenant_id=wb.tenant_id, highlight=False)
+        out.append(
+            {
+                "query": query,
+                "query_id": query_id(query),
+                "judgments": [
+                    {"doc_id": j.doc_id, "grade": j.grade, "judge": j.judge, "at": j.at} for j in latest.values()
+                ],
+                "unjudged_in_top10": [i for i in top.ids if i not in latest],
+            }
+        )
+    return {"queries": out}
+
+
+async def export_qrels(wb: Workbench, request: Request) -> Response:
+    _, qrels = await wb.judgments.qrels()
+    return PlainTextResponse(qrels_tsv(qrels), headers={"content-disposition": 'attachment; filename="test.tsv"'})
+
+
+async def export_queries(wb: Workbench, request: Request) -> Response:
+    queries, _ = await wb.judgments.qrels()
+    return PlainTextResponse(
+        queries_jsonl(queries), headers={"content-disposition": 'attachment; filename="queries.jsonl"'}
+    )
+
+
+async def import_qrels(wb: Workbench, request: Request) -> dict[str, Any]:
+    """BEIR's ``queries.jsonl`` and ``qrels/test.tsv`` (their texts) into the judgments."""
+    import json as _json_mod
+
+    body = await _json(request)
+    queries_text, qrels_text = body.get("queries"), body.get("qrels")
+    if not isinstance(queries_text, str) or not isinstance(qrels_text, str):
+        raise InvalidQuery('send {"queries": <queries.jsonl text>, "qrels": <test.tsv text>}')
+    texts: dict[str, str] = {}
+    for n, line in enumerate(queries_text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rec = _json_mod.loads(line)
+                texts[str(rec["_id"])] = str(rec["text"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InvalidQuery(f"queries line {n} is not a BEIR query ({exc})") from None
+    count = 0
+    for n, line in enumerate(qrels_text.splitlines(), start=1):
+        parts = line.split("\t")
+        if (n == 1 and parts[0] == "query-id") or not line.strip():
+            continue
+        if len(parts) != 3 or parts[0] not in texts or not parts[2].strip().lstrip("-").isdigit():
+            raise InvalidQuery(f"qrels line {n} is not 'query-id<TAB>corpus-id<TAB>score' of a known query")
+        grade = max(0, min(2, int(parts[2])))
+        await wb.judgments.judge(texts[parts[0]], parts[1], grade, judge=wb.judge)
+        count += 1
+    return {"imported": count}
+
+
+async def _judged_set(wb: Workbench) -> Judgments:
+    queries, qrels = await wb.judgments.qrels()
+    if not qrels:
+        raise InvalidQuery("nothing is judged yet: judge results in the compare view, or import qrels")
+    return Judgments(f"{wb.client.index} judgments", queries, qrels)
+
+
+async def measure(wb: Workbench, request: Request) -> dict[str, Any]:
+    """nDCG@10 and Recall@100 of each leg and of the fusion in force over the judged queries, and nDCG@10
+    across RRF k and the weights (the chart), the legs retrieved once."""
+    data = await _judged_set(wb)
+    in_force, _ = await wb.client.fusion_in_force()
+    grid = [
+        in_force,
+        *(s for s in default_grid() if s.method == "rrf" and s.window == in_force.window and s != in_force),
+    ]
+    rows = await evaluate(wb.client, data, fusions=grid, tenant_id=wb.tenant_id)
+    out = []
+    for row in rows:
+        out.append(
+            {
+                "mode": row.mode,
+                "fusion": row.fusion,
+                "parameters": row.parameters,
+                "ndcg_at_10": round(row.ndcg_at_10, 4),
+                "recall_at_100": round(row.recall_at_100, 4),
+            }
+        )
+    return {"queries": len(data.qrels), "rows": out, "in_force": in_force.to_meta()}
+
+
+async def tune_fusion(wb: Workbench, request: Request) -> dict[str, Any]:
+    """``storage.tune`` on the judgments (its cross-validated rule); never applied here."""
+    data = await _judged_set(wb)
+    body = await _json(request)
+    min_queries = _int(body, "min_queries", 20, 1, 10_000)
+    report = await tune(wb.client, data, tenant_id=wb.tenant_id, apply=False, min_queries=min_queries)
+    return report.model_dump()
+
+
+async def apply_fusion(wb: Workbench, request: Request) -> Response:
+    """Store a fusion setting with the index: only with ``allow_writes`` and ``"confirm": true``."""
+    if not wb.allow_writes:
+        return JSONResponse(
+            {"error": "the workbench is read-only: start it with --allow-writes to store a fusion setting"}, 403
+        )
+    body = await _json(request)
+    if body.get("confirm") is not True:
+        return JSONResponse({"error": 'applying changes every search of the index: send "confirm": true'}, 400)
+    try:
+        setting = FusionSetting.from_meta(body.get("setting") or {})
+    except (ValueError, TypeError) as exc:
+        raise InvalidQuery(f"not a fusion setting: {exc}") from None
+    written = await wb.client.store_fusion(setting, source="workbench", judge=wb.judge)
+    return JSONResponse({"stored": setting.to_meta(), "index": written})
+
+
+async def traffic(wb: Workbench, request: Request) -> dict[str, Any]:
+    """Recent, slow or degraded searches from the telemetry data stream (when telemetry ships there); each
+    with its text when this workbench knows it (telemetry records a hash, never what users typed)."""
+    kind = request.query_params.get("kind", "recent")
+    sort = {"recent": [{"@timestamp": "desc"}], "slow": [{"event.duration": "desc"}]}.get(kind)
+    if kind not in ("recent", "slow", "degraded"):
+        raise InvalidQuery("kind must be recent, slow or degraded")
+    query: dict[str, Any] = {"bool": {"filter": [{"term": {"event.action": "search"}}]}}
+    if kind == "degraded":
+        query["bool"]["filter"].append({"term": {"search.degraded": True}})
+    stream = wb.client.settings.telemetry_data_stream
+    es = wb.client.elasticsearch
+    found = await es.options(ignore_status=(404, 503)).search(
+        index=stream, query=query, sort=sort or [{"@timestamp": "desc"}], size=50
+    )
+    if found.meta.status == 404:
+        return {"enabled": False, "data_stream": stream, "searches": []}
+    if found.meta.status == 503:  # created a moment ago: its first shard is not ready yet
+        return {"enabled": True, "data_stream": stream, "searches": []}
+    rows = []
+    for h in found.body["hits"]["hits"]:
+        s = h["_source"]
+        digest = s.get("search", {}).get("query_hash") or s.get("search.query_hash")
+        flat = _flatten(s)
+        rows.append(
+            {
+                "at": flat.get("@timestamp"),
+                "query_hash": digest,
+                "query": wb.texts.get(str(digest)),
+                "mode": flat.get("search.mode"),
+                "ms": round(int(flat.get("event.duration", 0)) / 1e6, 1),
+                "hits": flat.get("search.hits"),
+                "degraded": flat.get("search.degraded", False),
+                "degraded_reason": flat.get("search.degraded_reason"),
+                "filters": flat.get("search.filters"),
+            }
+        )
+    return {"enabled": True, "data_stream": stream, "searches": rows}
+
+
+def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+# -- the app ---------------------------------------------------------------------------------------------------
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    if request.method == "GET":
+        return {}
+    try:
+        body = await request.json()
+    except ValueError:
+        raise InvalidQuery("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidQuery("the request body must be a JSON object")
+    return body
+
+
+Handler = Callable[[Workbench, Request], Awaitable[Any]]
+
+
+def _route(wb: Workbench, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            result = await handler(wb, request)
+        except InvalidQuery as exc:
+            return JSONResponse({"error": str(exc).splitlines()[0], "type": type(exc).__name__}, 400)
+        except SearchError as exc:
+            return JSONResponse({"error": str(exc).splitlines()[0], "type": type(exc).__name__}, 502)
+        except (ApiError, TransportError) as exc:  # the judgments' and telemetry's own requests
+            return JSONResponse({"error": f"Elasticsearch: {exc}".splitlines()[0], "type": type(exc).__name__}, 502)
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    return endpoint
+
+
+class _TokenGate(BaseHTTPMiddleware):
+    """403 without the token; the first visit's ``?token=`` becomes a cookie."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        super().__init__(app)
+        self.token = token
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if request.url.path.startswith("/static/"):
+            return await call_next(request)
+        given = (
+            request.query_params.get("token")
+            or request.headers.get("x-workbench-token")
+            or request.cookies.get(COOKIE)
+            or ""
+        )
+        if not secrets.compare_digest(given.encode(), self.token.encode()):
+            return PlainTextResponse("403: open the URL the workbench printed (it carries the token)", 403)
+        response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+        return response
+
+
+def create_app(wb: Workbench) -> Starlette:
+    """The app for ``wb``: mount it in a service, or serve it with ``hybrid-search workbench``."""
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
+
+    api: list[tuple[str, Handler, list[str]]] = [
+        ("/api/info", info, ["GET"]),
+        ("/api/compare", compare, ["POST"]),
+        ("/api/fuse", refuse, ["POST"]),
+        ("/api/judgments", judge, ["POST"]),
+        ("/api/judged", judged, ["GET"]),
+        ("/api/qrels.tsv", export_qrels, ["GET"]),
+        ("/api/queries.jsonl", export_queries, ["GET"]),
+        ("/api/qrels", import_qrels, ["POST"]),
+        ("/api/measure", measure, ["POST"]),
+        ("/api/tune", tune_fusion, ["POST"]),
+        ("/api/apply", apply_fusion, ["POST"]),
+        ("/api/traffic", traffic, ["GET"]),
+    ]
+    routes = [
+        Route("/", page),
+        *(Route(path, _route(wb, handler), methods=methods) for path, handler, methods in api),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=wb.lifespan, middleware=[Middleware(_TokenGate, token=wb.token)])

@@ -1,0 +1,334 @@
+// The workbench page: every value is rendered as text (textContent, never innerHTML), so a query, a filter,
+// a title or a passage holding markup or script is shown, never run. Highlights come as text with <em>
+// markers; they are split on those markers and the matches wrapped in <mark> elements built here.
+"use strict";
+
+const state = { info: null, last: null, grades: {} };
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("data-")) node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function marked(text) {
+  // "a <em>b</em> c" -> [text a, <mark>b</mark>, text c]; anything else stays text.
+  const span = el("span");
+  const parts = String(text).split(/<\/?em>/);
+  parts.forEach((part, n) => span.append(n % 2 ? el("mark", {}, part) : document.createTextNode(part)));
+  return span;
+}
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+  };
+  const resp = await fetch(path, { credentials: "same-origin", ...opts });
+  const text = await resp.text();
+  let data;
+  try { data = JSON.parse(text); } catch { data = { error: text }; }
+  if (!resp.ok) throw new Error(data.error || `${resp.status}`);
+  return data;
+}
+
+function say(message, isError) {
+  const s = $("#status");
+  s.textContent = message;
+  s.className = isError ? "flag" : "";
+}
+
+function parseFilters(text) {
+  // "ticker=AAPL, ticker=MSFT, published_at>=2024-01-01" -> the library's filter model.
+  const out = {};
+  for (const raw of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const m = raw.match(/^([A-Za-z0-9_.\-]+)\s*(>=|<=|>|<|=)\s*(.*)$/);
+    if (!m) throw new Error(`a filter is key=value or key>=value, got "${raw}"`);
+    const [, key, op, value] = m;
+    if (op === "=") {
+      if (key in out) out[key] = [].concat(out[key], value);
+      else out[key] = value;
+    } else {
+      const bound = { ">=": "gte", "<=": "lte", ">": "gt", "<": "lt" }[op];
+      out[key] = Object.assign(typeof out[key] === "object" && !Array.isArray(out[key]) ? out[key] : {}, { [bound]: value });
+    }
+  }
+  return Object.keys(out).length ? out : null;
+}
+
+function request() {
+  return {
+    query: $("#query").value,
+    mode: $("#mode").value,
+    limit: Number($("#limit").value) || 10,
+    filters: parseFilters($("#filters").value),
+    tenant_id: $("#tenant").value || null,
+  };
+}
+
+function fusion() {
+  return {
+    method: $("#method").value,
+    k: Number($("#k").value) || null,
+    window: Number($("#window").value) || null,
+    weights: { bm25: Number($("#w-bm25").value), knn: Number($("#w-knn").value) },
+  };
+}
+
+function grades(query, docId) {
+  const box = el("span", { class: "grades" });
+  const key = `${query}\u0000${docId}`;
+  for (const g of state.info.grades) {
+    const b = el("button", { type: "button", class: state.grades[key] === g ? "chosen" : "", "data-grade": String(g),
+      title: ["not relevant", "relevant", "highly relevant"][g] }, String(g));
+    b.addEventListener("click", async () => {
+      try {
+        await api("/api/judgments", { query, doc_id: docId, grade: g });
+        state.grades[key] = g;
+        document.querySelectorAll(`.hit[data-id="${CSS.escape(docId)}"] .grades button`).forEach((x) => {
+          x.className = Number(x.dataset.grade) === g ? "chosen" : "";
+        });
+        say(`judged ${docId}: ${g}`);
+      } catch (e) { say(e.message, true); }
+    });
+    box.append(b);
+  }
+  return box;
+}
+
+function hitItem(query, hit, showRanks) {
+  const legs = Object.entries(hit.ranks).map(([leg, r]) => {
+    const s = hit.leg_scores[leg];
+    return `${leg} #${r}${s === undefined ? "" : ` (${Number(s).toFixed(3)})`}`;
+  }).join(", ");
+  const li = el("li", { class: "hit", "data-id": hit.id },
+    el("div", { class: "title" }, hit.title || "(untitled)"),
+    el("div", { class: "ids" }, showRanks ? `#${hit.id} · fused ${Number(hit.score).toFixed(4)}` + (legs ? ` · ${legs}` : "") : `#${hit.id} · ${legs}`),
+  );
+  for (const p of hit.passages.slice(0, 2)) {
+    li.append(el("div", { class: "passage" }, `[${p.leg}${p.score ? " " + Number(p.score).toFixed(3) : ""}, characters ${p.start}-${p.end}] `, p.text.slice(0, 300)));
+  }
+  if (!hit.passages.length) {
+    for (const frag of (hit.highlights.text || hit.highlights.title || []).slice(0, 2)) {
+      li.append(el("div", { class: "passage" }, marked(frag)));
+    }
+  }
+  li.append(grades(query, hit.id));
+  return li;
+}
+
+function fillColumn(id, query, column, showRanks) {
+  const box = $(id);
+  const list = box.querySelector("ol");
+  list.replaceChildren(...column.hits.map((h) => hitItem(query, h, showRanks)));
+  const legs = Object.entries(column.legs).map(([leg, r]) => `${leg} ${r.hits} hits ${r.latency_ms} ms${r.ok ? "" : ` FAILED (${r.reason})`}`);
+  const flags = [];
+  if (column.degraded) flags.push(`degraded: ${column.legs_failed.join(", ")} failed (${column.degraded_reason})`);
+  if (column.partial) flags.push("partial: some shards did not answer");
+  const meta = box.querySelector(".meta");
+  meta.replaceChildren(el("span", {}, legs.join(" · ") + (column.fetch_ms !== null ? ` · fetch ${column.fetch_ms} ms` : "")));
+  for (const f of flags) meta.append(el("span", { class: "flag" }, " " + f));
+}
+
+function showInForce(fusionMeta, sources) {
+  const parts = Object.entries(sources).map(([p, s]) => `${p} from ${s}`).join(", ");
+  $("#in-force").textContent =
+    `in force: ${fusionMeta.method} k=${fusionMeta.k} window=${fusionMeta.window} bm25:knn=${fusionMeta.weights.bm25}:${fusionMeta.weights.knn} (${parts})`;
+}
+
+async function compare(extra) {
+  say("searching…");
+  try {
+    const body = { ...request(), ...(extra || {}) };
+    const data = await api("/api/compare", body);
+    state.last = { request: body, data };
+    fillColumn("#col-bm25", data.query, data.bm25, false);
+    fillColumn("#col-knn", data.query, data.knn, false);
+    fillColumn("#col-fused", data.query, data.fused, true);
+    const f = data.fused.fusion;
+    $("#method").value = f.method; $("#k").value = f.k; $("#window").value = f.window;
+    $("#w-bm25").value = f.weights.bm25; $("#w-knn").value = f.weights.knn;
+    showInForce(f, data.fused.fusion_sources);
+    say(`${data.fused.hits.length} fused results`);
+  } catch (e) { say(e.message, true); }
+}
+
+async function refuse() {
+  if (!state.last) { say("run a search first", true); return; }
+  try {
+    const f = fusion();
+    const data = await api("/api/fuse", {
+      candidates: state.last.data.candidates, limit: state.last.request.limit,
+      fusion: f, window: state.last.data.window,
+    });
+    const byId = new Map();
+    for (const col of [state.last.data.fused, state.last.data.bm25, state.last.data.knn]) {
+      for (const h of col.hits) if (!byId.has(h.id)) byId.set(h.id, h);
+    }
+    const hits = data.ids.map((id, n) => {
+      const known = byId.get(id) || { id, title: "", passages: [], highlights: {}, leg_scores: {} };
+      return { ...known, id, score: data.scores[n], ranks: data.ranks[n] };
+    });
+    const column = { ...state.last.data.fused, hits };
+    fillColumn("#col-fused", state.last.data.query, column, true);
+    $("#in-force").textContent = `re-fused here (no search run): ${f.method} k=${f.k} window=${f.window} bm25:knn=${f.weights.bm25}:${f.weights.knn}`;
+    say(`re-fused ${hits.length} results`);
+  } catch (e) { say(e.message, true); }
+}
+
+async function loadJudged() {
+  const box = $("#judged-list");
+  try {
+    const data = await api("/api/judged");
+    box.replaceChildren(...data.queries.map((q) => el("div", { class: "judged", "data-query-id": q.query_id },
+      el("h3", {}, q.query),
+      el("p", {}, q.judgments.map((j) => `#${j.doc_id}: ${j.grade} (${j.judge}, ${j.at})`).join(" · ")),
+      el("p", { class: "meta" }, q.unjudged_in_top10.length ? `unjudged in today's top 10: ${q.unjudged_in_top10.join(", ")}` : "today's top 10 is judged"),
+    )));
+    if (!data.queries.length) box.replaceChildren(el("p", {}, "nothing judged yet"));
+  } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
+}
+
+function chart(rows) {
+  // nDCG@10 of RRF across k, one line per weight pair (equal weights first).
+  const rrf = rows.filter((r) => r.fusion === "rrf" && r.parameters && r.parameters.k);
+  const series = new Map();
+  for (const r of rrf) {
+    const w = r.parameters.weights ? `${r.parameters.weights.bm25}:${r.parameters.weights.knn}` : "1:1";
+    if (!series.has(w)) series.set(w, []);
+    series.get(w).push([r.parameters.k, r.ndcg_at_10]);
+  }
+  const W = 760, H = 280, pad = 44;
+  const ks = [...new Set(rrf.map((r) => r.parameters.k))].sort((a, b) => a - b);
+  const ys = rrf.map((r) => r.ndcg_at_10);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("id", "ndcg-chart");
+  if (!ks.length) return svg;
+  const lo = Math.min(...ys), hi = Math.max(...ys) || 1;
+  const x = (k) => pad + (ks.indexOf(k) / Math.max(ks.length - 1, 1)) * (W - 2 * pad - 140);
+  const y = (v) => H - pad - ((v - lo) / Math.max(hi - lo, 1e-9)) * (H - 2 * pad);
+  const colors = ["#1d3557", "#e76f51", "#2a9d8f", "#e9c46a", "#8338ec", "#3a86ff", "#fb5607"];
+  let n = 0;
+  for (const [w, points] of series) {
+    points.sort((a, b) => a[0] - b[0]);
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("fill", "none"); line.setAttribute("stroke", colors[n % colors.length]); line.setAttribute("stroke-width", "2");
+    line.setAttribute("points", points.map(([k, v]) => `${x(k)},${y(v)}`).join(" "));
+    svg.append(line);
+    const label = document.createElementNS(ns, "text");
+    label.setAttribute("x", W - 130); label.setAttribute("y", 14 + 14 * n); label.setAttribute("fill", colors[n % colors.length]);
+    label.setAttribute("font-size", "11"); label.textContent = `bm25:knn ${w}`;
+    svg.append(label);
+    n += 1;
+  }
+  for (const k of ks) {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x(k) - 6); t.setAttribute("y", H - pad + 16); t.setAttribute("font-size", "11"); t.textContent = `k=${k}`;
+    svg.append(t);
+  }
+  for (const v of [lo, hi]) {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", 2); t.setAttribute("y", y(v) + 4); t.setAttribute("font-size", "11"); t.textContent = v.toFixed(3);
+    svg.append(t);
+  }
+  return svg;
+}
+
+async function measure() {
+  const body = $("#measure-table tbody");
+  try {
+    const data = await api("/api/measure", {});
+    const inForce = data.rows.filter((r) => r.mode !== "hybrid" || JSON.stringify(r.parameters) === JSON.stringify(data.in_force));
+    body.replaceChildren(...inForce.map((r) => el("tr", { "data-mode": r.mode },
+      el("td", {}, r.mode), el("td", {}, r.fusion ? `${r.fusion} (in force)` : "—"),
+      el("td", {}, r.ndcg_at_10.toFixed(4)), el("td", {}, r.recall_at_100.toFixed(4)))));
+    $("#chart").replaceChildren(el("p", { class: "meta" }, `nDCG@10 of RRF across k over ${data.queries} judged queries`), chart(data.rows));
+  } catch (e) { body.replaceChildren(el("tr", {}, el("td", { class: "flag", colSpan: 4 }, e.message))); }
+}
+
+async function tune() {
+  const box = $("#tune-result");
+  box.replaceChildren(el("p", {}, "tuning…"));
+  try {
+    const r = await api("/api/tune", { min_queries: Number($("#min-queries").value) || 20 });
+    state.tuned = r.recommended || r.best.setting;
+    box.replaceChildren(
+      el("p", { id: "tune-decision" }, `decision: ${r.decision} — ${r.reason}`),
+      el("p", {}, `current nDCG@10 ${r.current.ndcg} · best of the grid ${r.best.label} ${r.best.ndcg} · cross-validated ${r.cross_validated.ndcg} (gain ${r.cross_validated.gain}, p ${r.cross_validated.p_value}) · ${r.queries} queries`),
+      ...r.warnings.map((w) => el("p", { class: "flag" }, w)),
+    );
+    $("#apply-box").hidden = false;
+  } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
+}
+
+async function applySetting() {
+  const out = $("#apply-status");
+  try {
+    const r = await api("/api/apply", { setting: state.tuned, confirm: $("#apply-confirm").checked });
+    out.textContent = `stored with ${r.index}`;
+    out.className = "";
+  } catch (e) { out.textContent = e.message; out.className = "flag"; }
+}
+
+async function traffic(kind) {
+  const body = $("#traffic-table tbody");
+  try {
+    const data = await api(`/api/traffic?kind=${encodeURIComponent(kind)}`);
+    $("#traffic-status").textContent = data.enabled ? `${data.data_stream}` : `no telemetry in ${data.data_stream} (ES_TELEMETRY=true ships it)`;
+    body.replaceChildren(...data.searches.map((s) => {
+      const rerun = el("button", { type: "button", disabled: !s.query }, s.query ? "re-run" : "text not recorded");
+      rerun.addEventListener("click", () => { $("#query").value = s.query; $("#mode").value = s.mode || "hybrid"; show("compare"); compare(); });
+      return el("tr", {}, el("td", {}, s.at || ""), el("td", {}, s.query || s.query_hash || ""), el("td", {}, s.mode || ""),
+        el("td", {}, String(s.ms)), el("td", {}, String(s.hits ?? "")), el("td", {}, s.degraded ? `yes (${s.degraded_reason})` : ""),
+        el("td", {}, (s.filters || []).join(", ")), el("td", {}, rerun));
+    }));
+  } catch (e) { $("#traffic-status").textContent = e.message; }
+}
+
+async function importQrels() {
+  try {
+    const r = await api("/api/qrels", { queries: $("#import-queries").value, qrels: $("#import-qrels").value });
+    $("#import-status").textContent = `imported ${r.imported} judgments`;
+    loadJudged();
+  } catch (e) { $("#import-status").textContent = e.message; }
+}
+
+function show(tab) {
+  document.querySelectorAll(".tab").forEach((b) => b.classList.toggle("active", b.dataset.tab === tab));
+  document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== `tab-${tab}`; });
+  if (tab === "judged") loadJudged();
+}
+
+async function start() {
+  try {
+    state.info = await api("/api/info");
+  } catch (e) { say(e.message, true); return; }
+  const i = state.info;
+  $("#where").textContent = `index ${i.index}` + (i.tenant_id ? ` · tenant ${i.tenant_id}` : "") + (i.allow_writes ? " · writes allowed" : " · read-only");
+  $("#tenant-box").hidden = !(i.multi_tenant && !i.tenant_id);
+  showInForce(i.fusion, i.fusion_sources);
+  document.querySelectorAll(".tab").forEach((b) => b.addEventListener("click", () => show(b.dataset.tab)));
+  $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); compare(); });
+  $("#fusion-form").addEventListener("submit", (e) => { e.preventDefault(); refuse(); });
+  $("#rearrange").addEventListener("click", () => compare({
+    fusion: fusion(), diversity: Number($("#diversity").value) || 0, group_by: $("#group-by").value || null,
+  }));
+  $("#reload-judged").addEventListener("click", loadJudged);
+  $("#import").addEventListener("click", importQrels);
+  $("#measure").addEventListener("click", measure);
+  $("#tune").addEventListener("click", tune);
+  $("#apply").addEventListener("click", applySetting);
+  document.querySelectorAll(".traffic").forEach((b) => b.addEventListener("click", () => traffic(b.dataset.kind)));
+  document.body.dataset.ready = "true";
+}
+
+start();

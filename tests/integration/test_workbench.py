@@ -1,0 +1,333 @@
+"""The workbench (issue 52) against a real Elasticsearch: its JSON API (what the page reads), its token, its
+read-only default — and the page itself in a real browser (Debian's headless Chromium, driven by Selenium):
+the three columns equal search(), a changed fusion equals search() with that fusion, three judgments are
+exported as the qrels they are, tune runs on them, apply is refused without the write flag, and markup in a
+query or a document is shown, never run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from embeddings import HashingEmbedder
+from storage import Document, SearchClient, SearchSettings
+from storage.workbench import Workbench, create_app
+
+CORPUS = [
+    Document(
+        id="aapl-1", title="Apple cuts revenue guidance", text="Apple lowered its revenue guidance.", ticker="AAPL"
+    ),
+    Document(id="aapl-2", title="Apple annual report", text="Services revenue grew; margins held.", ticker="AAPL"),
+    Document(id="msft-1", title="Microsoft raises guidance", text="Microsoft raised revenue guidance.", ticker="MSFT"),
+    Document(
+        id="msft-2", title="Microsoft cloud growth", text="Azure cloud revenue grew thirty percent.", ticker="MSFT"
+    ),
+    Document(id="wx-1", title="Spring weather", text="Rain and mild temperatures expected in April."),
+    Document(
+        id="xss-1",
+        title='<img src=x onerror="document.body.dataset.pwned=1">revenue',
+        text="<script>document.body.dataset.pwned=1</script> revenue guidance notes",
+    ),
+]
+QUERY = "revenue guidance"
+SCREENSHOTS = Path(
+    os.environ.get("WORKBENCH_SCREENSHOTS", Path(__file__).resolve().parents[2] / ".cache" / "workbench")
+)
+
+
+def _client(settings: SearchSettings) -> SearchClient:
+    return SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64))
+
+
+def _load(settings: SearchSettings) -> None:
+    async def load() -> None:
+        async with _client(settings) as c:
+            await c.ensure_index()
+            assert (await c.index_documents(CORPUS, refresh=True)).ok
+
+    asyncio.run(load())
+
+
+async def _search(settings: SearchSettings, **kwargs: Any) -> list[str]:
+    async with _client(settings) as c:
+        return (await c.search(QUERY, **kwargs)).ids
+
+
+@pytest.fixture
+def app(settings: SearchSettings) -> Iterator[tuple[TestClient, str]]:
+    _load(settings)
+    token = secrets.token_urlsafe(16)
+    wb = Workbench(lambda: _client(settings), token=token, judge="tester")
+    with TestClient(create_app(wb)) as tc:
+        yield tc, token
+
+
+def test_the_api_answers_only_with_the_token_and_compares_three_columns(
+    app: tuple[TestClient, str], settings: SearchSettings
+) -> None:
+    tc, token = app
+    assert tc.get("/").status_code == 403
+    assert tc.post("/api/compare", json={"query": QUERY}).status_code == 403
+    assert tc.get("/api/info", headers={"x-workbench-token": "wrong"}).status_code == 403
+    page = tc.get(f"/?token={token}")  # the first visit: the token becomes a cookie
+    assert page.status_code == 200
+    assert "hybrid-search workbench" in page.text
+    info = tc.get("/api/info").json()  # (the cookie)
+    assert info["allow_writes"] is False
+    assert info["fusion_sources"]["method"] in ("default", "settings", "index")
+    data = tc.post("/api/compare", json={"query": QUERY, "limit": 5}).json()
+    assert data["bm25"]["ids"] == asyncio.run(_search(settings, mode="bm25", limit=5))
+    assert data["knn"]["ids"] == asyncio.run(_search(settings, mode="knn", limit=5))
+    assert data["fused"]["ids"] == asyncio.run(_search(settings, limit=5))
+    assert data["fused"]["hits"][0]["ranks"]
+    # Another fusion, re-fused from the candidates (no search): what search() gives with that fusion.
+    fusion = {"method": "rrf", "k": 60, "weights": {"bm25": 1.0, "knn": 0.25}}
+    fused = tc.post(
+        "/api/fuse", json={"candidates": data["candidates"], "fusion": fusion, "window": data["window"], "limit": 5}
+    ).json()
+    assert fused["ids"] == asyncio.run(_search(settings, limit=5, rrf_k=60, weights={"bm25": 1.0, "knn": 0.25}))
+    bad = tc.post("/api/compare", json={"query": "  "})
+    assert bad.status_code == 400
+    assert bad.json()["error"] == "the query is empty"
+
+
+def test_judgments_export_as_qrels_tune_runs_and_apply_needs_the_write_flag(app: tuple[TestClient, str]) -> None:
+    tc, token = app
+    headers = {"x-workbench-token": token}
+    for doc, grade in (("aapl-1", 2), ("msft-1", 1), ("wx-1", 0)):
+        assert tc.post(
+            "/api/judgments", json={"query": QUERY, "doc_id": doc, "grade": grade}, headers=headers
+        ).is_success
+    assert (
+        tc.post("/api/judgments", json={"query": QUERY, "doc_id": "x", "grade": 3}, headers=headers).status_code == 400
+    )
+    qrels = tc.get("/api/qrels.tsv", headers=headers).text.splitlines()
+    assert qrels[0] == "query-id\tcorpus-id\tscore"
+    qid = qrels[1].split("\t")[0]
+    assert sorted(qrels[1:]) == sorted([f"{qid}\taapl-1\t2", f"{qid}\tmsft-1\t1", f"{qid}\twx-1\t0"])
+    assert f'"_id": "{qid}", "text": "{QUERY}"' in tc.get("/api/queries.jsonl", headers=headers).text
+    judged = tc.get("/api/judged", headers=headers).json()["queries"]
+    assert judged[0]["query"] == QUERY
+    assert "aapl-1" not in judged[0]["unjudged_in_top10"]
+    assert "aapl-2" in judged[0]["unjudged_in_top10"]
+    measured = tc.post("/api/measure", json={}, headers=headers).json()
+    assert {r["mode"] for r in measured["rows"]} == {"bm25", "knn", "hybrid"}
+    report = tc.post("/api/tune", json={"min_queries": 1}, headers=headers).json()
+    assert report["queries"] == 1
+    assert report["decision"] in ("keep", "change")
+    refused = tc.post("/api/apply", json={"setting": report["best"]["setting"], "confirm": True}, headers=headers)
+    assert refused.status_code == 403
+    assert "read-only" in refused.json()["error"]
+
+
+def test_a_tenant_bound_workbench_sees_one_tenant_and_writes_need_a_confirmation(settings: SearchSettings) -> None:
+    tenanted = settings.model_copy(update={"multi_tenant": True})
+
+    async def load() -> None:
+        async with _client(tenanted) as c:
+            await c.ensure_index()
+            await c.index_documents(CORPUS[:2], tenant_id="acme", refresh=True)
+            await c.index_documents(CORPUS[2:4], tenant_id="globex", refresh=True)
+
+    asyncio.run(load())
+    wb = Workbench(lambda: _client(tenanted), token="t0ken", tenant_id="acme", allow_writes=True)
+    with TestClient(create_app(wb), headers={"x-workbench-token": "t0ken"}) as tc:
+        data = tc.post("/api/compare", json={"query": QUERY, "tenant_id": "globex"}).json()
+        assert set(data["fused"]["ids"]) <= {"aapl-1", "aapl-2"}  # its own tenant, whatever the page asks
+        unconfirmed = tc.post("/api/apply", json={"setting": {"method": "rrf", "k": 20, "window": 50}})
+        assert unconfirmed.status_code == 400
+        stored = tc.post("/api/apply", json={"setting": {"method": "rrf", "k": 20, "window": 50}, "confirm": True})
+        assert stored.is_success, stored.text
+        assert tc.get("/api/info").json()["fusion"]["k"] == 20
+
+
+def test_traffic_lists_recent_slow_and_degraded_searches_from_telemetry(settings: SearchSettings) -> None:
+    _load(settings)
+    stream = f"logs-hybridsearch.workbench{settings.index.replace('-', '')}-default"
+    shipped = settings.model_copy(update={"telemetry": True, "telemetry_data_stream": stream})
+    wb = Workbench(lambda: _client(shipped), token="t0ken")
+    with TestClient(create_app(wb), headers={"x-workbench-token": "t0ken"}) as tc:
+        assert tc.get("/api/traffic?kind=recent").json()["searches"] == []
+        tc.post("/api/compare", json={"query": QUERY, "limit": 3})
+        rows: list[dict[str, Any]] = []
+        for _ in range(60):  # the sink ships every 2 s
+            rows = tc.get("/api/traffic?kind=recent").json()["searches"]
+            if len(rows) >= 3:
+                break
+            time.sleep(0.5)
+        assert len(rows) >= 3  # the three columns' searches
+        assert {r["mode"] for r in rows} == {"bm25", "knn", "hybrid"}
+        assert all(r["query"] == QUERY for r in rows)  # this workbench ran it: re-runnable
+        assert tc.get("/api/traffic?kind=slow").json()["searches"]
+        assert tc.get("/api/traffic?kind=degraded").json()["searches"] == []
+        assert tc.get("/api/traffic?kind=other").status_code == 400
+
+
+# -- the page in a real browser ------------------------------------------------------------------------------
+
+
+def _browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium = shutil.which("chromium")
+    driver = shutil.which("chromedriver")
+    assert chromium, "the browser test needs Debian's chromium (dev.sh installs it)"
+    assert driver, "the browser test needs Debian's chromium-driver (dev.sh installs it)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+    ):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+@pytest.fixture
+def served(settings: SearchSettings) -> Iterator[str]:
+    """``hybrid-search workbench`` itself, on a free port; its URL (with the token) as it printed it."""
+    _load(settings)
+    env = {
+        **{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")},
+        "ES_URL": settings.url or "",
+        "ES_INDEX": settings.index,
+        "EMBEDDINGS_PROVIDER": "hashing",
+        "EMBEDDINGS_DIMENSIONS": "64",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "storage._cli", "workbench", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"(http://127\.0\.0\.1:\d+/\?token=\S+)", line)
+        assert m, line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        yield m.group(1)
+    finally:
+        proc.send_signal(2)  # Ctrl-C: a clean stop
+        try:
+            proc.communicate(timeout=20)  # (and its pipes closed)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError("the workbench did not stop on Ctrl-C") from None
+
+
+def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
+    served: str, settings: SearchSettings
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser = _browser()
+    wait = WebDriverWait(browser, 30)
+
+    def ids(column: str) -> list[str]:
+        return [e.get_attribute("data-id") or "" for e in browser.find_elements(By.CSS_SELECTOR, f"#{column} .hit")]
+
+    def shot(name: str) -> None:
+        browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+    try:
+        base = served.split("/?token=")[0]
+        browser.get(base + "/")
+        assert "403" in browser.page_source  # no token, no page
+        browser.get(served)
+        wait.until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+        shot("1-open")
+        # 1. A query: three columns, each what search() gives.
+        browser.find_element(By.ID, "query").send_keys(QUERY)
+        browser.find_element(By.ID, "limit").clear()
+        browser.find_element(By.ID, "limit").send_keys("5")
+        browser.find_element(By.ID, "run").click()
+        wait.until(lambda b: len(ids("col-fused")) == 5)
+        shot("2-compare")
+        assert ids("col-bm25") == asyncio.run(_search(settings, mode="bm25", limit=5))
+        assert ids("col-knn") == asyncio.run(_search(settings, mode="knn", limit=5))
+        assert ids("col-fused") == asyncio.run(_search(settings, limit=5))
+        # Markup in a document is text, never run.
+        assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
+        assert "<img src=x" in browser.find_element(By.ID, "columns").text
+        # 2. Another fusion: the fused column moves, as search() with that fusion would have it.
+        Select(browser.find_element(By.ID, "method")).select_by_visible_text("rrf")
+        for field, value in (("k", "60"), ("w-bm25", "1"), ("w-knn", "0.25")):
+            box = browser.find_element(By.ID, field)
+            box.clear()
+            box.send_keys(value)
+        browser.find_element(By.ID, "refuse").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "in-force"), "re-fused here"))
+        shot("3-refused")
+        assert ids("col-fused") == asyncio.run(_search(settings, limit=5, rrf_k=60, weights={"bm25": 1.0, "knn": 0.25}))
+        # 3. Three judgments, from any column.
+        judged = {}
+        for column, grade in (("col-bm25", 2), ("col-knn", 1), ("col-fused", 0)):
+            for hit in browser.find_elements(By.CSS_SELECTOR, f"#{column} .hit"):
+                doc = hit.get_attribute("data-id") or ""
+                if doc not in judged:
+                    hit.find_element(By.CSS_SELECTOR, f'.grades button[data-grade="{grade}"]').click()
+                    wait.until(ec.text_to_be_present_in_element((By.ID, "status"), f"judged {doc}: {grade}"))
+                    judged[doc] = grade
+                    break
+        assert len(judged) == 3
+        shot("4-judged")
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "judged-list"), QUERY))
+        shot("5-judgments")
+        exported = browser.execute_async_script(
+            "const done = arguments[0]; fetch('/api/qrels.tsv').then(r => r.text()).then(done);"
+        )
+        rows = {tuple(line.split("\t")[1:]) for line in exported.splitlines()[1:]}
+        assert rows == {(doc, str(grade)) for doc, grade in judged.items()}
+        # 4. Measure, tune on the small judged set, and apply refused without the write flag.
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="measure"]').click()
+        box = browser.find_element(By.ID, "min-queries")
+        box.clear()
+        box.send_keys("1")
+        browser.find_element(By.ID, "measure").click()
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#measure-table tbody tr")) >= 3)
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#ndcg-chart polyline"))
+        browser.find_element(By.ID, "tune").click()
+        wait.until(ec.presence_of_element_located((By.ID, "tune-decision")))
+        shot("6-tuned")
+        browser.find_element(By.ID, "apply-confirm").click()
+        browser.find_element(By.ID, "apply").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "apply-status"), "read-only"))
+        shot("7-apply-refused")
+        # A query with markup: shown as typed, not run.
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
+        query = browser.find_element(By.ID, "query")
+        query.clear()
+        query.send_keys('<img src=x onerror="document.body.dataset.pwned=1"> revenue')
+        browser.find_element(By.ID, "run").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+        time.sleep(0.2)
+        assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
+    finally:
+        browser.quit()
