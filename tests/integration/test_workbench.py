@@ -327,6 +327,19 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
         query.send_keys('<img src=x onerror="document.body.dataset.pwned=1"> revenue')
         browser.find_element(By.ID, "run").click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+        # ... judged under that query, and listed: still text.
+        first = browser.find_element(By.CSS_SELECTOR, "#col-fused .hit")
+        first.find_element(By.CSS_SELECTOR, '.grades button[data-grade="1"]').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "judged"))
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "judged-list"), "<img src=x"))
+        # A filter with markup: refused or searched, never run.
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
+        box = browser.find_element(By.ID, "filters")
+        box.clear()
+        box.send_keys("ticker=<script>document.body.dataset.pwned=1</script>")
+        browser.find_element(By.ID, "run").click()
+        wait.until(lambda b: b.find_element(By.ID, "status").text not in ("", "searching…"))
         time.sleep(0.2)
         assert browser.find_element(By.TAG_NAME, "body").get_attribute("data-pwned") is None
     finally:
