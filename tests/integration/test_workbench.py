@@ -25,23 +25,17 @@ from embeddings import HashingEmbedder
 from storage import Document, SearchClient, SearchSettings
 from storage.workbench import Workbench, create_app
 
+from . import test_framework_retrievers as retrievers
+
 CORPUS = [
-    Document(
-        id="aapl-1", title="Apple cuts revenue guidance", text="Apple lowered its revenue guidance.", ticker="AAPL"
-    ),
-    Document(id="aapl-2", title="Apple annual report", text="Services revenue grew; margins held.", ticker="AAPL"),
-    Document(id="msft-1", title="Microsoft raises guidance", text="Microsoft raised revenue guidance.", ticker="MSFT"),
-    Document(
-        id="msft-2", title="Microsoft cloud growth", text="Azure cloud revenue grew thirty percent.", ticker="MSFT"
-    ),
-    Document(id="wx-1", title="Spring weather", text="Rain and mild temperatures expected in April."),
+    *retrievers.CORPUS,
     Document(
         id="xss-1",
         title='<img src=x onerror="document.body.dataset.pwned=1">revenue',
         text="<script>document.body.dataset.pwned=1</script> revenue guidance notes",
     ),
 ]
-QUERY = "revenue guidance"
+QUERY = retrievers.QUERY
 SCREENSHOTS = Path(
     os.environ.get("WORKBENCH_SCREENSHOTS", Path(__file__).resolve().parents[2] / ".cache" / "workbench")
 )
