@@ -32,7 +32,7 @@ from ._mapping import (
     stored_passages,
     versioned_index_name,
 )
-from ._queries import count_request, ids_request
+from ._queries import SOURCE_EXCLUDES, count_request, ids_request
 from ._tenancy import Scope, every_tenant, read_scope, require, visible
 
 __all__ = ["IndexManager", "write_index_of"]
@@ -230,7 +230,7 @@ class IndexManager:
                     "size": size,
                     "pit": {"id": pit, "keep_alive": keep_alive},
                     "sort": ["_shard_doc"],
-                    "_source": {"excludes": ["embedding"]} if source else False,
+                    "_source": {"excludes": ["embedding", "passages"]} if source else False,
                     "track_total_hits": False,
                 }
                 if after is not None:
@@ -250,7 +250,9 @@ class IndexManager:
         b = self._b
         tenant = require(tenant_id, "get_document", multi_tenant=b.settings.multi_tenant)
         resp = await b.es_call(
-            lambda: b.es.options(ignore_status=404).get(index=self.alias, id=doc_id, source_excludes=["embedding"])
+            lambda: b.es.options(ignore_status=404).get(
+                index=self.alias, id=doc_id, source_excludes=list(SOURCE_EXCLUDES)
+            )
         )
         if resp.meta.status == 404:
             if error_type(resp.body) == "index_not_found_exception":

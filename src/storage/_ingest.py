@@ -62,18 +62,22 @@ class Embedded:
     vectors: list[Vector]
     spans: tuple[Span, ...] = ()
 
-    def source_for(self, *, with_text: bool) -> dict[str, Any]:
+    def source_for(self, *, with_text: bool, nested_heads: bool = False) -> dict[str, Any]:
         """The ``_source`` written; ``with_text``: the target indexes each passage's title and text (they are
-        not stored: its ``_source`` excludes them)."""
+        not stored: its ``_source`` excludes them). A document that fits the window (its head is its only
+        span) gets no nested passages, unless ``nested_heads`` (an index built before mapping version 4,
+        whose kNN leg reads nested vectors only)."""
         out = {**self.record.source, "embedding": self.vectors[0]}
-        if self.spans:
+        if len(self.spans) > 1 or (self.spans and nested_heads):
             out["passages"] = [
                 {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
             ]
-            if with_text:
+            if with_text:  # (an index before mapping version 4 indexes each passage's title too)
                 title, text = self.record.title, self.record.text
                 for passage in out["passages"]:
-                    passage["title"], passage["text"] = title, text[passage["start"] : passage["end"]]
+                    passage["text"] = text[passage["start"] : passage["end"]]
+                    if nested_heads:
+                        passage["title"] = title
         return out
 
 
@@ -159,7 +163,7 @@ class Ingester:
         b = self._b
         info = await b.metadata.read_target(target)
         setting = info.passage_setting
-        with_text = info.writes_passage_text
+        with_text, nested_heads = info.writes_passage_text, info.writes_nested_heads
         if info.content_hash:  # the target records each document's content: unchanged ones are skipped
             records = [_hashed(r) for r in records]
             look = bool(records) and await self._indices.count_all(target) > 0
@@ -233,7 +237,7 @@ class Ingester:
                         "_op_type": "index",
                         "_index": target,
                         "_id": e.record.id,
-                        "_source": e.source_for(with_text=with_text),
+                        "_source": e.source_for(with_text=with_text, nested_heads=nested_heads),
                     }
                     for e in item
                 ]

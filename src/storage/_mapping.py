@@ -29,9 +29,11 @@ INDEX_VERSION_WIDTH = 6
 #: documents indexed again unchanged; added to indices made before it (a new field is always accepted).
 CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
 #: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
-#: 3: each passage's title and text indexed too (not stored: BM25 reads the passages).
+#: 3: each passage's title and text indexed too (not stored: BM25 reads the passages); 4: every document's
+#: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
+#: (a short document costs what it costs without passages).
 MAPPING_VERSION = 1
-PASSAGES_MAPPING_VERSION = 3
+PASSAGES_MAPPING_VERSION = 4
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
@@ -115,12 +117,19 @@ def index_body(
     - ``embedding`` (the head: what the model reads of title + text): ``dot_product`` for unit vectors (same
       ranking as cosine, cheaper), else ``cosine``; HNSW with int8 quantisation (the default from 8.14,
       written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions).
-    - with ``passages``: a nested ``passages`` field (``start``, ``end``: offsets in the text; ``vector``) holds
-      every vector of the document, the head first; the kNN leg searches it (a document scores by its best
-      vector) and the head's own ``embedding`` is kept (in ``_source``) but not indexed a second time.
-      Each passage's title and text are indexed too (BM25 scores a document by its whole text plus its
-      best passage: ``storage._queries.bm25_request``). Passage vectors and texts are left out of
-      ``_source`` (the offsets stay): the text is stored once, and re-embedded, never copied.
+    - with ``passages``: every document's head vector is indexed flat in ``embedding``, as without passages:
+      a document that fits the model's window is stored and searched exactly as in an index without them.
+      Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
+      the text; ``vector``; the head's first): the kNN leg scores a document by the better of its head and
+      its best passage (``storage._queries.knn_request``). Each passage's text is indexed too (BM25 scores
+      a long document by the better of its whole text and its best passage: ``bm25_request``). Passage
+      vectors and texts are left out of ``_source`` (the offsets stay): stored as JSON, a long document's
+      passage vectors made its ``_source`` ten times larger and every fetch of it slower. (A filtered
+      ``_source`` makes Elasticsearch keep a whole copy of each document written, ``_recovery_source``,
+      until its peer-recovery retention lease has moved past it and the segment holding it is merged: a
+      fresh index is larger for a while, with or without passages in it.) Indices built before (version
+      2-3: every document nested, the head included, ``embedding`` not indexed) are still searched as they
+      were, until ``reembed()``.
     - ``_meta`` records the model, dims and passage setting so a mismatch is caught at start-up.
     """
     text_field = {"type": "text", "analyzer": analyzer}
@@ -148,18 +157,16 @@ def index_body(
     mappings: dict[str, Any] = {"dynamic": "strict"}
     if passages is not None:
         embedding_meta["passages"] = passages.to_meta()
-        properties["embedding"] = {"type": "dense_vector", "dims": dimensions, "index": False}
         properties["passages"] = {
             "type": "nested",
             "properties": {
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
                 "vector": vector,
-                "title": text_field,
                 "text": text_field,
             },
         }
-        mappings["_source"] = {"excludes": ["passages.vector", "passages.title", "passages.text"]}
+        mappings["_source"] = {"excludes": ["passages.vector", "passages.text"]}
     analysis = DEFINED_ANALYZERS.get(analyzer)
     return {
         "settings": {

@@ -62,6 +62,12 @@ class TargetInfo:
     passage_text: bool = False
     #: Its newest index does (what writes to it give each passage).
     writes_passage_text: bool = False
+    #: Every index of the target has each document's head vector indexed flat (``embedding``): one vector per
+    #: document, or passages built since mapping version 4 (only long documents nested). False for an index
+    #: read in passages built before (every vector nested, the head included).
+    head_vectors: bool = True
+    #: Its newest index is read in passages the old way: writes give every document a nested head.
+    writes_nested_heads: bool = False
 
 
 def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
@@ -81,6 +87,8 @@ def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
         _metadata_types(mappings),
         passage_text=all(texts),
         writes_passage_text=_has_passage_text(mappings[newest]),
+        head_vectors=all(_has_head_vector(info) for info in mappings.values()),
+        writes_nested_heads=_has_passages(mappings[newest]) and not _has_head_vector(mappings[newest]),
     )
 
 
@@ -98,6 +106,12 @@ def _metadata_types(mappings: Mapping[str, Any]) -> dict[str, str]:
 def _has_passages(info: Any) -> bool:
     props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
     return isinstance(props, Mapping) and props.get("passages", {}).get("type") == "nested"
+
+
+def _has_head_vector(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    embedding = props.get("embedding") if isinstance(props, Mapping) else None
+    return isinstance(embedding, Mapping) and embedding.get("index", True) is not False
 
 
 def _has_passage_text(info: Any) -> bool:

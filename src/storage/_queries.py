@@ -13,6 +13,7 @@ __all__ = [
     "BM25_FIELDS",
     "PASSAGE_FIELDS",
     "PIT_SORT",
+    "SOURCE_EXCLUDES",
     "TIE_BREAKER",
     "bm25_fuzzy_request",
     "bm25_request",
@@ -34,7 +35,10 @@ __all__ = [
 #: per term on every one (SciFact nDCG@10 0.633 -> 0.691).
 BM25_FIELDS: tuple[str, ...] = ("title", "text")
 TIE_BREAKER = 0.5
-_SOURCE = {"excludes": ["embedding"]}
+#: What a read of a document leaves out of its ``_source``: vectors, and a long document's passages' texts
+#: (their offsets stay: storage._engine.enrich cuts the passages shown from the document's text).
+SOURCE_EXCLUDES: tuple[str, ...] = ("embedding", "passages.vector", "passages.text", "passages.title")
+_SOURCE = {"excludes": list(SOURCE_EXCLUDES)}
 #: A total order for paging on a point-in-time: score, then the PIT's own cheap tiebreaker.
 PIT_SORT: list[dict[str, str]] = [{"_score": "desc"}, {"_shard_doc": "asc"}]
 _HIGHLIGHT_TEXT = {"fragment_size": 160, "number_of_fragments": 2}
@@ -48,6 +52,7 @@ def bm25_request(
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
     passage_text: bool = False,
+    head_vectors: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: BM25 over ``fields`` inside ``bool.filter``.
 
@@ -59,11 +64,15 @@ def bm25_request(
     one :func:`fetch_request` after fusion. The scope's doc values (the tenant, for the second check) ride
     along cheaply.
 
-    ``passage_text``: the index holds each passage's text (``storage._mapping``); a document then scores by
-    its whole text **plus** its best passage (the same query over the passages' title and text, the best
-    one's score): a long document whose words meet in one section ranks above one that scatters them.
+    ``passage_text``: the index holds each passage's text (``storage._mapping``): a long document whose
+    words meet in one section ranks above one that scatters them. In an index with flat heads
+    (``head_vectors``: mapping version 4, where only long documents have passages) a document scores by the
+    better of its whole text and its best passage (a ``dis_max``): a short document by its text, as without
+    passages, and a long one by its best part of about a window's length, comparable with a short one. In an
+    index before version 4 (every document has passages, the head among them) by its whole text **plus** its
+    best passage (the same query over the passages' title and text, the best one's score).
     """
-    query = _bm25_query(text, scope, fields, clause, passage_text=passage_text)
+    query = _bm25_query(text, scope, fields, clause, passage_text=passage_text, best_of=head_vectors)
     return _ids_only({"query": query, "size": size}, scope.doc_values)
 
 
@@ -72,11 +81,21 @@ PASSAGE_FIELDS: tuple[str, ...] = ("passages.title", "passages.text")
 
 
 def _bm25_query(
-    text: str, scope: Scope, fields: Sequence[str], clause: dict[str, Any] | None, *, passage_text: bool = False
+    text: str,
+    scope: Scope,
+    fields: Sequence[str],
+    clause: dict[str, Any] | None,
+    *,
+    passage_text: bool = False,
+    best_of: bool = False,
 ) -> dict[str, Any]:
     if clause is None and passage_text and fields == BM25_FIELDS:
-        best = {"nested": {"path": "passages", "score_mode": "max", "query": _keywords(text, PASSAGE_FIELDS)}}
+        # (since mapping version 4 a passage holds its text only: its title is its document's)
+        passage_fields = PASSAGE_FIELDS[1:] if best_of else PASSAGE_FIELDS
+        best = {"nested": {"path": "passages", "score_mode": "max", "query": _keywords(text, passage_fields)}}
         whole = _keywords(text, fields)
+        if best_of:
+            return {"bool": {"must": [{"dis_max": {"queries": [whole, best]}}], "filter": list(scope.clauses)}}
         return {"bool": {"should": [whole, best], "minimum_should_match": 1, "filter": list(scope.clauses)}}
     return {"bool": {"must": [clause or _keywords(text, fields)], "filter": list(scope.clauses)}}
 
@@ -90,6 +109,7 @@ def group_tail_requests(
     exclude: Sequence[str],
     per_group: int,
     passage_text: bool = False,
+    head_vectors: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The two streams of a grouped walk's tail (``storage._walk_groups``), without size or position:
 
@@ -97,7 +117,7 @@ def group_tail_requests(
       one hit per value (its best), best first, with the value's best ``per_group`` hits and their count;
     - the BM25 matches without a value (each a group of its own), in BM25 order.
     """
-    grouped = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text)
+    grouped = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text, best_of=head_vectors)
     grouped["bool"]["filter"] = [*grouped["bool"]["filter"], {"exists": {"field": field}}]
     if exclude:
         grouped["bool"]["must_not"] = [{"terms": {field: list(exclude)}}]
@@ -106,7 +126,7 @@ def group_tail_requests(
         inner["docvalue_fields"] = list(scope.doc_values)
     collapsed = _ids_only({"query": grouped}, scope.doc_values)
     collapsed["collapse"] = {"field": field, "inner_hits": inner}
-    loose = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text)
+    loose = _bm25_query(text, scope, BM25_FIELDS, clause, passage_text=passage_text, best_of=head_vectors)
     loose["bool"]["must_not"] = [{"exists": {"field": field}}]
     return collapsed, _ids_only({"query": loose}, scope.doc_values)
 
@@ -193,11 +213,20 @@ def knn_request(
     num_candidates: int,
     similarity: float | None = None,
     passages: int = 0,
+    head_vectors: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
-    scores only, like :func:`bm25_request`. ``passages``: the index holds passages; a document scores by its
-    best vector (the head among them) and brings its best ``passages`` along (offsets and scores)."""
+    scores only, like :func:`bm25_request`.
+
+    ``passages``: the index is read in passages; a document scores by its best vector and brings its best
+    ``passages`` along (offsets and scores). With ``head_vectors`` (mapping version 4: every head indexed
+    flat, only long documents nested) that is the better of two kNN queries under a ``dis_max`` — the heads'
+    flat field and the long documents' passages — in one request; before version 4 every vector is nested
+    and one nested kNN section reads them all."""
+    if passages and head_vectors:
+        query = _heads_and_passages(vector, scope, max(num_candidates, k), similarity, passages)
+        return _ids_only({"query": query, "size": k}, scope.doc_values)
     knn = _knn_section(vector, scope, k, num_candidates, passages=bool(passages))
     if passages:
         knn["inner_hits"] = _inner_hits(passages)
@@ -209,8 +238,8 @@ def knn_request(
 def _knn_section(
     vector: Sequence[float], scope: Scope, k: int, num_candidates: int, *, passages: bool
 ) -> dict[str, Any]:
-    """The top-level ``knn`` section: the ``k`` nearest documents (by their best vector when the index holds
-    passages), the scope's filters applied during the HNSW search."""
+    """The top-level ``knn`` section: the ``k`` nearest documents (by their best vector when every vector is
+    nested), the scope's filters applied during the HNSW search."""
     knn: dict[str, Any] = {
         "field": PASSAGE_VECTOR if passages else "embedding",
         "query_vector": list(vector),
@@ -222,6 +251,35 @@ def _knn_section(
     return knn
 
 
+def _knn_query(
+    field: str, vector: Sequence[float], scope: Scope, num_candidates: int, similarity: float | None
+) -> dict[str, Any]:
+    knn: dict[str, Any] = {"field": field, "query_vector": list(vector), "num_candidates": num_candidates}
+    if scope.clauses:
+        knn["filter"] = list(scope.clauses)
+    if similarity is not None:
+        knn["similarity"] = similarity
+    return {"knn": knn}
+
+
+def _heads_and_passages(
+    vector: Sequence[float], scope: Scope, num_candidates: int, similarity: float | None, shown: int
+) -> dict[str, Any]:
+    """A document's best vector, in an index whose heads are flat and whose long documents are nested: the
+    heads' kNN query and the passages' (a document: its best passage, and its best ``shown`` passages as
+    inner hits), the better score of the two (``dis_max``: a maximum, not a sum)."""
+    nested = {
+        "nested": {
+            "path": "passages",
+            "score_mode": "max",
+            "query": _knn_query(PASSAGE_VECTOR, vector, scope, num_candidates, similarity),
+            "inner_hits": _inner_hits(shown),
+        }
+    }
+    heads = _knn_query("embedding", vector, scope, num_candidates, similarity)
+    return {"dis_max": {"queries": [heads, nested]}}
+
+
 def knn_query_request(
     vector: Sequence[float],
     *,
@@ -230,23 +288,19 @@ def knn_query_request(
     size: int,
     similarity: float | None = None,
     passages: int = 0,
+    head_vectors: bool = True,
 ) -> dict[str, Any]:
     """The ``knn`` *query* (not the top-level section): the ``depth`` nearest documents per shard as an
     ordinary scored query, so a point-in-time walk can page through them with ``search_after``."""
-    knn: dict[str, Any] = {
-        "field": PASSAGE_VECTOR if passages else "embedding",
-        "query_vector": list(vector),
-        "num_candidates": depth,
-    }
-    if scope.clauses:
-        knn["filter"] = list(scope.clauses)
-    if similarity is not None:
-        knn["similarity"] = similarity
-    query: dict[str, Any] = {"knn": knn}
-    if passages:  # a nested field's kNN query is asked through the nested query (a document: its best vector)
+    if passages and head_vectors:
+        query = _heads_and_passages(vector, scope, depth, similarity, passages)
+    elif passages:  # a nested field's kNN query is asked through the nested query (a document: its best vector)
+        inner = _knn_query(PASSAGE_VECTOR, vector, scope, depth, similarity)
         query = {
-            "nested": {"path": "passages", "score_mode": "max", "query": query, "inner_hits": _inner_hits(passages)}
+            "nested": {"path": "passages", "score_mode": "max", "query": inner, "inner_hits": _inner_hits(passages)}
         }
+    else:
+        query = _knn_query("embedding", vector, scope, depth, similarity)
     return _ids_only({"query": query, "size": size}, scope.doc_values)
 
 
@@ -309,13 +363,15 @@ def facet_request(
     num_candidates: int,
     clause: dict[str, Any] | None = None,
     passages: bool = False,
+    head_vectors: bool = True,
 ) -> dict[str, Any]:
     """Facets over a search's match set (``storage._facets``): no hits, only ``aggs``, over the BM25 query's
     matches (``text`` is not empty) and the ``k`` nearest documents (``vector`` is given) — with both,
-    Elasticsearch aggregates over their union. The scope applies to both, as in the legs."""
+    Elasticsearch aggregates over their union. The scope applies to both, as in the legs. In an index whose
+    heads are flat (``head_vectors``) the nearest documents are the nearest heads."""
     body: dict[str, Any] = {"size": 0, "track_total_hits": False, "aggs": aggs}
     if text:
         body["query"] = _bm25_query(text, scope, BM25_FIELDS, clause)
     if vector is not None:
-        body["knn"] = _knn_section(vector, scope, k, num_candidates, passages=passages)
+        body["knn"] = _knn_section(vector, scope, k, num_candidates, passages=passages and not head_vectors)
     return body

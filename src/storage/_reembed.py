@@ -82,9 +82,11 @@ class Reembedder:
         previous = mappings.get("_meta", {}).get("embedding", {}).get("model_id")
         report = {"alias": alias, "source": source, "previous_model": previous, "model": emb.model_id}
         built = stored_passages(mappings.get("_meta", {}).get("embedding"))
-        # (an index read in passages from before their text was indexed is rebuilt too: storage._mapping)
+        # (an index read in passages from before their text was indexed, or from before the heads were
+        # indexed flat, is rebuilt too: storage._mapping)
         passage_props = mappings.get("properties", {}).get("passages", {}).get("properties", {})
-        current_layout = built is None or "text" in passage_props
+        head_indexed = mappings.get("properties", {}).get("embedding", {}).get("index", True) is not False
+        current_layout = built is None or ("text" in passage_props and head_indexed)
         # (and an index whose analyzer reembed moves: _analyzer)
         current_layout = current_layout and _analyzer(mappings, b.settings) == _source_analyzer(mappings)
         if previous == emb.model_id and built == b.passage_setting(emb) and current_layout and len(current) == 1:
@@ -232,7 +234,7 @@ class Reembedder:
 
     async def _get(self, index: str, ids: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         b = self._b
-        resp = await b.es_call(lambda: b.es.mget(index=index, ids=list(ids), source_excludes=["embedding"]))
+        resp = await b.es_call(lambda: b.es.mget(index=index, ids=list(ids), source_excludes=["embedding", "passages"]))
         return [(str(d["_id"]), dict(d["_source"])) for d in resp.body["docs"] if d.get("found")]
 
     async def _delete(self, index: str, ids: Sequence[str]) -> None:

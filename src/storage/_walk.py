@@ -168,7 +168,12 @@ class Walker:
             size = min(2 * (page_size - len(chosen)) + 10, 1000)
             body = on_pit(
                 bm25_request(
-                    plan.text, scope=plan.scope, size=size, clause=plan.bm25_clause, passage_text=plan.passage_text
+                    plan.text,
+                    scope=plan.scope,
+                    size=size,
+                    clause=plan.bm25_clause,
+                    passage_text=plan.passage_text,
+                    head_vectors=plan.head_vectors,
                 ),
                 pit,
                 keep_alive,

@@ -81,6 +81,7 @@ async def grouped_tail(
         exclude=sorted(head_values),
         per_group=plan.per_group,
         passage_text=plan.passage_text,
+        head_vectors=plan.head_vectors,
     )
     batch = min(2 * need + 10, 1000)
     taken, collapsed_done = position.taken, position.collapsed_done

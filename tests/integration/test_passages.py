@@ -74,10 +74,14 @@ async def test_the_knn_leg_finds_a_long_document_by_the_passage_that_matches_and
         assert blind.ids[0] == "short"
         assert "long" not in blind.ids[:1]
         await heads.delete_index()
+    # Only a document over the window stores passages (the head first): a short one is stored as without them.
     stored = (await es.get(index=passages.index, id="long")).body["_source"]
-    assert stored["passages"][0] == {"start": 0, "end": stored["passages"][0]["end"]}  # the head first, no vector
+    assert stored["passages"][0]["start"] == 0
     assert len(stored["passages"]) > 3
-    assert "vector" not in stored["passages"][1]
+    assert all(set(p) == {"start", "end"} for p in stored["passages"])  # vectors and texts indexed, not stored
+    short = (await es.get(index=passages.index, id="short")).body["_source"]
+    assert "passages" not in short
+    assert (await passages.get_document("long") or {}).get("passages") == stored["passages"]
 
 
 QUERY = "Zorblax quantum widget revenue"
@@ -109,10 +113,14 @@ async def test_bm25_ranks_a_long_document_whose_words_meet_in_one_passage_above_
     assert page.ids == ["long", "scattered"]
 
 
-async def test_an_index_read_in_passages_without_their_text_keeps_working(
-    settings: SearchSettings, es: AsyncElasticsearch
+@pytest.mark.parametrize("version", [2, 3])
+async def test_an_index_read_in_passages_the_old_way_keeps_working_until_reembed_moves_it(
+    settings: SearchSettings, es: AsyncElasticsearch, version: int
 ) -> None:
-    """An index made before passages' text was indexed: searched and written as it was (whole-text BM25)."""
+    """An index made before heads were indexed flat (every vector nested, the head's ``embedding`` not
+    indexed, passages left out of ``_source``; version 2: without the passages' text, 3: with their title and
+    text): searched and written as it was (the nested kNN; version 2: whole-text BM25), until reembed
+    rebuilds it in today's layout."""
     s = settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6})
     embedder = _embedder()
     body = index_body(
@@ -123,8 +131,12 @@ async def test_an_index_read_in_passages_without_their_text_keeps_working(
         passages=s.passage_setting(),
     )
     props = body["mappings"]["properties"]["passages"]["properties"]
-    del props["title"], props["text"]
-    body["mappings"]["_source"] = {"excludes": ["passages.vector"]}
+    if version == 2:
+        del props["text"]
+    else:
+        props["title"] = props["text"]
+    body["mappings"]["properties"]["embedding"] = {"type": "dense_vector", "dims": embedder.dimensions, "index": False}
+    body["mappings"]["_source"] = {"excludes": ["passages.vector", "passages.title", "passages.text"]}
     await es.indices.create(index=s.index + "-000001", aliases={s.index: {"is_write_index": True}}, **body)
     async with SearchClient.from_settings(s, embedder=embedder) as client:
         await client.ensure_index()
@@ -133,11 +145,21 @@ async def test_an_index_read_in_passages_without_their_text_keeps_working(
         res = await client.search(QUERY, limit=3)
         assert res.ids[0] == "long"
         assert res.hits[0].passages
-        moved = await client.reembed(delete_old=True)  # the same model and setting: rebuilt with the text
+        old = (await es.search(index=client.index, query={"match_all": {}}, size=10)).body["hits"]["hits"]
+        assert all(h["_source"].get("passages") for h in old)  # a short document too: its head, nested
+        moved = await client.reembed(delete_old=True)  # the same model and setting: rebuilt in today's layout
         assert moved.promoted
         assert moved.embedded == len(DOCS)
         mapping = (await es.indices.get_mapping(index=client.index)).body
         assert all("text" in m["mappings"]["properties"]["passages"]["properties"] for m in mapping.values())
+        assert all(m["mappings"]["properties"]["embedding"]["index"] for m in mapping.values())
+        new = (await es.search(index=client.index, query={"match_all": {}}, size=10)).body["hits"]["hits"]
+        nested = {h["_id"] for h in new if h["_source"].get("passages")}
+        assert "long" in nested  # only a document over the window is nested
+        assert "short" not in nested
+        again_res = await client.search(QUERY, limit=3)
+        assert again_res.ids[0] == "long"
+        assert again_res.hits[0].passages
         again = await client.reembed()
         assert again.target is None  # now nothing to do
 

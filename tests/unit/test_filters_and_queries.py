@@ -80,6 +80,26 @@ def test_both_legs_receive_the_same_filter_clauses() -> None:
     assert {q["simple_query_string"]["flags"] for q in keywords["queries"]} == {"PHRASE|WHITESPACE"}
 
 
+def test_an_index_with_flat_heads_scores_a_document_by_the_better_of_its_head_and_its_best_passage() -> None:
+    scope = read_scope({"ticker": "AAPL"}, None, what="search", multi_tenant=False)
+    knn = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, similarity=0.5, passages=3)
+    heads, nested = knn["query"]["dis_max"]["queries"]  # a maximum of the two, not a sum
+    assert "tie_breaker" not in knn["query"]["dis_max"]
+    assert heads["knn"]["field"] == "embedding"
+    assert nested["nested"]["query"]["knn"]["field"] == "passages.vector"
+    assert nested["nested"]["score_mode"] == "max"
+    assert nested["nested"]["inner_hits"]["size"] == 3
+    for part in (heads["knn"], nested["nested"]["query"]["knn"]):
+        assert part["num_candidates"] == 50  # never below the documents asked for
+        assert part["filter"] == to_es_filters(parse_filters({"ticker": "AAPL"}))
+        assert part["similarity"] == 0.5
+    assert knn["size"] == 50
+    # An index built before mapping version 4 (every vector nested): one nested kNN section, as before.
+    old = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, head_vectors=False)
+    assert old["knn"]["field"] == "passages.vector"
+    assert old["knn"]["inner_hits"]["size"] == 3
+
+
 def test_one_field_needs_no_dis_max() -> None:
     bm25 = bm25_request("q", scope=read_scope(None, None, what="search", multi_tenant=False), size=10, fields=["text"])
     assert bm25["query"]["bool"]["must"][0]["simple_query_string"]["fields"] == ["text"]

@@ -83,6 +83,7 @@ class Engine:
             below=below,
             passages=target.passages,
             passage_text=target.passage_text,
+            head_vectors=target.head_vectors,
             metadata_types=(await self._metadata_types(request, target.metadata_types))
             if request.facets
             else target.metadata_types,

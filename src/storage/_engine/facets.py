@@ -58,6 +58,7 @@ class FacetStage:
             num_candidates=plan.candidates,
             clause=plan.bm25_clause,
             passages=bool(plan.passages),
+            head_vectors=plan.head_vectors,
         )
         b = self._b
         budget = b.settings.leg_timeout_s

@@ -78,6 +78,8 @@ class Plan:
     passages: int = 0
     #: The target holds its passages' text: BM25 scores a document by its whole text plus its best passage.
     passage_text: bool = False
+    #: Every head is indexed flat (passages since mapping version 4; or no passages): storage._queries.
+    head_vectors: bool = True
     #: Facets counted over the match set (storage._facets), alongside the legs.
     facets: tuple[FacetSpec, ...] = ()
     #: Collapse to the best ``per_group`` hits per value of this field; ``limit``/``offset`` count groups.
@@ -118,11 +120,13 @@ def plan_search(
     below: InForce,
     passages: bool = False,
     passage_text: bool = False,
+    head_vectors: bool = True,
     metadata_types: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion_setting.configured_fusion``); ``passages``: the target is
-    read in passages (``passage_text``: and holds their text); ``metadata_types``: its ``metadata.<key>``
+    read in passages (``passage_text``: and holds their text; ``head_vectors``: with every head indexed flat,
+    storage._mapping); ``metadata_types``: its ``metadata.<key>``
     mappings (for facets)."""
     s, r = settings, request
     if r.mode not in _MODES:
@@ -211,6 +215,7 @@ def plan_search(
         fusion_sources=sources,
         passages=settings.passages_shown if passages else 0,
         passage_text=passage_text,
+        head_vectors=head_vectors,
         facets=parse_facets(r.facets, metadata_types or {}) if r.facets else (),
         group_by=_group_by(r.group_by, r.per_group),
         per_group=r.per_group,

@@ -219,7 +219,12 @@ class Retriever:
 def _bm25_body(plan: Plan) -> dict[str, Any]:
     """The BM25 leg's request, the same in every round-trip shape (on a point-in-time: ``window`` deep)."""
     body = bm25_request(
-        plan.text, scope=plan.scope, size=plan.window, clause=plan.bm25_clause, passage_text=plan.passage_text
+        plan.text,
+        scope=plan.scope,
+        size=plan.window,
+        clause=plan.bm25_clause,
+        passage_text=plan.passage_text,
+        head_vectors=plan.head_vectors,
     )
     return _arranging(plan, body)
 
@@ -241,7 +246,12 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         return _arranging(
             plan,
             knn_query_request(
-                vector, scope=plan.scope, depth=plan.candidates, size=plan.window, passages=plan.passages
+                vector,
+                scope=plan.scope,
+                depth=plan.candidates,
+                size=plan.window,
+                passages=plan.passages,
+                head_vectors=plan.head_vectors,
             ),
         )
     body = knn_request(
@@ -251,5 +261,6 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         num_candidates=plan.candidates,
         similarity=plan.similarity,
         passages=plan.passages,
+        head_vectors=plan.head_vectors,
     )
     return _arranging(plan, body) if plan.group_by is not None or plan.diversity > 0.0 else body
