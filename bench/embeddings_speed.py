@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,8 +46,9 @@ def queries(n: int) -> list[str]:
     return [json.loads(line)["text"] for line in (SCIFACT / "queries.jsonl").read_text().splitlines()[:n]]
 
 
-def raw_loop(name: str, docs: list[str]) -> dict[str, Any]:
-    """The best docs/s of a plain onnxruntime loop over the model's files."""
+def raw_model(name: str, docs: list[str]) -> tuple[list[list[int]], Callable[[list[list[int]]], None]]:
+    """A plain onnxruntime loop over the model's files: ``docs`` tokenised as the model reads them (its
+    document prefix, its truncation), and a function embedding a batch of them (padding, pooling, norm)."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
@@ -75,6 +77,12 @@ def raw_loop(name: str, docs: list[str]) -> dict[str, Any]:
         pooled = hidden[:, 0] if spec.pooling == "cls" else (hidden * mask[:, :, None]).sum(1) / mask.sum(1)[:, None]
         _ = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
+    return encoded, run
+
+
+def raw_loop(name: str, docs: list[str]) -> dict[str, Any]:
+    """The best docs/s of a plain onnxruntime loop over the model's files."""
+    encoded, run = raw_model(name, docs)
     results = []
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     # Sorted by length at every size; unsorted only at 8 (the embedder's old batches: unsorted batches of 16-32
