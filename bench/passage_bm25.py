@@ -2,10 +2,11 @@
 
 For each collection, the product's passages-layout index gives the document-level legs (BM25 over the whole
 text, kNN by best vector: ``client.retrieve``, window 100). A second, throwaway index holds every document's
-head and passages as separate Elasticsearch documents (the product's own cuts: ``storage.passages`` with the
-local model's tokenizer; title in the ``title`` field, the passage in ``text``, the product's analyzer),
-searched with the product's BM25 query; a document scores by its best passage (MaxP) or by the sum of its
-best three. Then nDCG@10 of each BM25 variant alone and fused with the same kNN list (the fusion in force).
+head and passages as separate documents of an index without passages (the product's own cuts:
+``storage.passages`` with the local model's tokenizer; the document's title, the passage as text), searched
+by the product's BM25 leg (``client.retrieve``, mode bm25); a document scores by its best passage (MaxP) or
+by the sum of its best three. Then nDCG@10 of each BM25 variant alone and fused with the same kNN list (the
+fusion in force). Public API only.
 
     .venv/bin/python bench/passage_bm25.py [--sets scifact-x10 lisa-x10 scifact cacm lisa]
 
@@ -21,14 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from elasticsearch import AsyncElasticsearch, helpers
 from passages_product import folder
 
-from embeddings import CachedEmbedder, LocalEmbedder
-from storage import SearchClient, SearchSettings
-from storage._fusion import fused_list
-from storage._queries import bm25_request
-from storage._tenancy import read_scope
+from embeddings import CachedEmbedder, Embedder, LocalEmbedder
+from storage import Document, LegHit, SearchClient, SearchSettings, fuse
 from storage.evaluation import fuse_top, load_beir, measure
 from storage.local_es import url_or_local
 from storage.passages import PassageSetting, plan_passages
@@ -37,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 100
 
 
-async def passage_rows(embedder: LocalEmbedder, docs: list[Any]) -> list[dict[str, Any]]:
-    """Each document's head and passages as rows (the product's cuts)."""
-    rows: list[dict[str, Any]] = []
+async def passage_rows(embedder: LocalEmbedder, docs: list[Any]) -> list[Document]:
+    """Each document's head and passages as documents ``<id>#<n>`` (the product's cuts)."""
+    rows: list[Document] = []
     setting = PassageSetting()
     for start in range(0, len(docs), 64):
         batch = docs[start : start + 64]
@@ -54,26 +51,23 @@ async def passage_rows(embedder: LocalEmbedder, docs: list[Any]) -> list[dict[st
                 setting=setting,
             )
             for p, (s, e) in enumerate(((0, plan.head_end), *plan.passages)):
-                rows.append({"_id": f"{d.id}#{p}", "doc": d.id, "title": d.title or "", "text": d.text[s:e]})
+                rows.append(Document(id=f"{d.id}#{p}", title=d.title or "", text=d.text[s:e]))
     return rows
 
 
-async def passage_lists(es: AsyncElasticsearch, index: str, queries: dict[str, str]) -> dict[str, dict[str, list]]:
+async def passage_lists(client: SearchClient, queries: dict[str, str]) -> dict[str, dict[str, list]]:
     """query -> {"maxp": ids, "sum3": ids}: documents by their best passage, and by their best three summed."""
-    scope = read_scope(None, None, what="search", multi_tenant=False)
     out: dict[str, dict[str, list]] = {}
     for qid, text in queries.items():
-        body = bm25_request(text, scope=scope, size=1000)
-        body["docvalue_fields"] = ["doc"]
-        hits = (await es.search(index=index, **body)).body["hits"]["hits"]
+        hits = (await client.retrieve(text, mode="bm25", window=1000, limit=1))["bm25"]
         best: dict[str, float] = {}
         top3: dict[str, list[float]] = {}
         for h in hits:
-            doc = h["fields"]["doc"][0]
-            best.setdefault(doc, float(h["_score"]))
+            doc = h.id.rpartition("#")[0]
+            best.setdefault(doc, h.score)
             top3.setdefault(doc, [])
             if len(top3[doc]) < 3:
-                top3[doc].append(float(h["_score"]))
+                top3[doc].append(h.score)
         maxp = sorted(best, key=lambda d: -best[d])[:WINDOW]
         sums = {d: sum(v) for d, v in top3.items()}
         sum3 = sorted(sums, key=lambda d: -sums[d])[:WINDOW]
@@ -103,27 +97,16 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
             deep = (await client.retrieve(text, mode="bm25", window=1000, limit=1))["bm25"]
             legs[qid]["bm25_deep"] = ([h.id for h in deep], [h.score for h in deep])
         await client.delete_index()
-    es = AsyncElasticsearch(url, request_timeout=120)
-    pindex = f"bench-pbm25-passages-{name}".lower()
-    try:
-        await es.options(ignore_status=404).indices.delete(index=pindex)
-        await es.indices.create(
-            index=pindex,
-            mappings={
-                "properties": {
-                    "doc": {"type": "keyword"},
-                    "title": {"type": "text", "analyzer": settings.analyzer},
-                    "text": {"type": "text", "analyzer": settings.analyzer},
-                }
-            },
-        )
-        rows = await passage_rows(local, list(data.documents))
-        await helpers.async_bulk(es, ({"_index": pindex, **r} for r in rows), chunk_size=1000)
-        await es.indices.refresh(index=pindex)
-        plists = await passage_lists(es, pindex, queries)
-        await es.indices.delete(index=pindex)
-    finally:
-        await es.close()
+    rows = await passage_rows(local, list(data.documents))
+    flat = settings.model_copy(update={"index": f"bench-pbm25-passages-{name}".lower(), "passages": False})
+    embedder: Embedder = cached  # (a passage's vector is never read here; the cache has most of them)
+    async with SearchClient.from_settings(flat, embedder=embedder) as client:
+        await client.delete_index()
+        await client.ensure_index()
+        report = await client.index_documents(rows, refresh=True)
+        assert report.ok, report.failed[:3]
+        plists = await passage_lists(client, queries)
+        await client.delete_index()
     out: dict[str, Any] = {"set": name, "documents": len(data.documents), "rows": len(rows)}
     variants = {
         "document": {q: legs[q]["bm25"] for q in queries},
@@ -139,13 +122,21 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
         out[f"hybrid_{variant}"] = round(measure(qrels, fused)[0], 4)
     # Three legs fused (RRF, the default k, equal weights): whole-text BM25, best-passage BM25, kNN.
     three = {
-        q: fused_list(
-            {"bm25": legs[q]["bm25"], "bm25p": plists[q]["maxp"], "knn": legs[q]["knn"]}, k=setting.k
-        ).top_ids(2 * WINDOW)
+        q: [
+            h.id
+            for h in fuse(
+                {leg: _hits(legs[q][leg]) for leg in ("bm25", "knn")} | {"bm25p": _hits(plists[q]["maxp"])},
+                k=setting.k,
+            )[: 2 * WINDOW]
+        ]
         for q in queries
     }
     out["hybrid_three_legs"] = round(measure(qrels, three)[0], 4)
     return out
+
+
+def _hits(columns: tuple[list[str], list[float]]) -> list[LegHit]:
+    return [LegHit(id=i, score=sc) for i, sc in zip(*columns, strict=True)]
 
 
 def _summed(doc: tuple[list[str], list[float]], passage: tuple[list[str], list[float]]) -> tuple[list, list]:

@@ -69,6 +69,7 @@ class IndexManager:
         await self._check_server()
         alias = self.alias
         existing = await self._get_index(alias)
+        created = existing is None
         if existing is None:
             name = versioned_index_name(alias, 1)
             await self._create(name, aliases={alias: {"is_write_index": True}})
@@ -83,7 +84,7 @@ class IndexManager:
             )
             props["content_hash"] = CONTENT_HASH
         self.checked_index = write_index
-        b.metadata.remember(alias, existing)  # (the answer holds the mappings: no second request)
+        b.metadata.remember(alias, existing, empty=created)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
 
@@ -291,8 +292,8 @@ class IndexManager:
             building = []
         # The fusion a search of the alias uses when the call passes none, and where each part comes from.
         s = b.settings
-        stored = (await b.metadata.read_target(self.alias)).fusion
-        in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), stored)
+        target = await b.metadata.read_target(self.alias)
+        in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), target.fusion)
         out: dict[str, Any] = {
             "cluster": {
                 "name": cluster.get("cluster_name"),
@@ -309,6 +310,9 @@ class IndexManager:
                 "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
                 # Versions a reembed is building (or an interrupted one left): not searched yet.
                 "building": building,
+                # A search reads nested passages (some document is longer than the model's window, or the
+                # index predates mapping version 4); else it costs what an index without passages does.
+                "searches_passages": target.searches_passages,
             },
             "breakers": {
                 dep: {

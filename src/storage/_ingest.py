@@ -241,6 +241,8 @@ class Ingester:
                     }
                     for e in item
                 ]
+                if not nested_heads and any(len(e.spans) > 1 for e in item):
+                    b.metadata.saw_long_documents()  # (before the write: a search right after must read them)
                 try:
                     results = await b.es_call(
                         functools.partial(self._bulk, actions),

@@ -17,6 +17,7 @@ search never depends on it (a failed lookup keeps the last value and is tried ag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -68,10 +69,19 @@ class TargetInfo:
     head_vectors: bool = True
     #: Its newest index is read in passages the old way: writes give every document a nested head.
     writes_nested_heads: bool = False
+    #: Some document of the target has nested passages (one longer than the model's window), or it is not
+    #: known. Where every head is flat and no document is long, a search sends the head-only requests.
+    long_documents: bool = True
+
+    @property
+    def searches_passages(self) -> bool:
+        """A search reads nested passages: the target has them and (with flat heads) some document is long."""
+        return self.passages and (self.long_documents or not self.head_vectors)
 
 
-def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
-    """A get-mapping (or get-index) answer's :class:`TargetInfo`."""
+def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> TargetInfo:
+    """A get-mapping (or get-index) answer's :class:`TargetInfo` (``long_documents``: what a look at the
+    documents found, see :meth:`IndexMetadata.read_target`)."""
     if not mappings:
         return TargetInfo()
     newest = sorted(mappings)[-1]
@@ -89,6 +99,7 @@ def target_info(mappings: Mapping[str, Any]) -> TargetInfo:
         writes_passage_text=_has_passage_text(mappings[newest]),
         head_vectors=all(_has_head_vector(info) for info in mappings.values()),
         writes_nested_heads=_has_passages(mappings[newest]) and not _has_head_vector(mappings[newest]),
+        long_documents=long_documents,
     )
 
 
@@ -190,9 +201,37 @@ class IndexMetadata:
             stale = cached[1] if cached is not None else self._unknown
             self.targets[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
             return stale
-        info = target_info(found) if found else self._unknown
+        info = target_info(found, long_documents=await self._long_documents(target, found)) if found else self._unknown
         self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, info)
         return info
+
+    async def _long_documents(self, target: str, mappings: Mapping[str, Any]) -> bool:
+        """Whether ``target`` holds a document with nested passages: one ``size: 0`` search that stops at the
+        first, asked only of a target whose heads are flat (mapping version 4, where only long documents are
+        nested). Not known (a failed look): True, the request that finds every document."""
+        info = target_info(mappings)
+        if not info.passages or not info.head_vectors:
+            return True
+        try:
+            resp = await self._client.search(
+                index=target,
+                size=0,
+                terminate_after=1,
+                track_total_hits=1,
+                query={"nested": {"path": "passages", "query": {"match_all": {}}}},
+            )
+        except Exception:
+            return True
+        total = resp.body.get("hits", {}).get("total", {})
+        return not isinstance(total, Mapping) or total.get("value", 1) != 0
+
+    def saw_long_documents(self) -> None:
+        """A write of this client is giving a target long documents (nested passages): every target known to
+        have none is searched with its passages from now on (other clients see them at their next look, within
+        :data:`FUSION_RECHECK_S`; until then they find those documents by their heads)."""
+        for target, (when, info) in list(self.targets.items()):
+            if not info.long_documents:
+                self.targets[target] = (when, dataclasses.replace(info, long_documents=True))
 
     async def target(self, target: str) -> TargetInfo:
         """What a search of ``target`` needs, as a search asks: a dict lookup. Read (and waited for) once, when
@@ -205,9 +244,15 @@ class IndexMetadata:
             self._refresh(target)
         return cached[1]
 
-    def remember(self, target: str, mappings: Mapping[str, Any]) -> None:
-        """Keep what ``mappings`` says (a get-index or get-mapping answer the caller has anyway)."""
-        self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, target_info(mappings))
+    def remember(self, target: str, mappings: Mapping[str, Any], *, empty: bool = False) -> None:
+        """Keep what ``mappings`` says (a get-index or get-mapping answer the caller has anyway); whether the
+        target holds long documents stays what was last seen (``empty``: an index just created has none)."""
+        cached = self.targets.get(target)
+        long_documents = not empty and (cached is None or cached[1].long_documents)
+        self.targets[target] = (
+            time.monotonic() + FUSION_RECHECK_S,
+            target_info(mappings, long_documents=long_documents),
+        )
 
     def forget(self, target: str) -> None:
         self.targets.pop(target, None)

@@ -164,6 +164,30 @@ async def test_an_index_read_in_passages_the_old_way_keeps_working_until_reembed
         assert again.target is None  # now nothing to do
 
 
+async def test_a_passages_index_of_short_documents_searches_as_one_without_until_a_long_one_arrives(
+    settings: SearchSettings,
+) -> None:
+    s = settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6})
+    short = [d for d in DOCS if d.id in ("short", "weather-0")]
+    async with SearchClient.from_settings(s, embedder=_embedder()) as writer:
+        await writer.ensure_index()
+        assert (await writer.health())["index"]["searches_passages"] is False  # a new index: nothing long
+        assert (await writer.index_documents(short, refresh=True)).ok
+        async with SearchClient.from_settings(s, embedder=_embedder()) as reader:
+            assert (await reader.health())["index"]["searches_passages"] is False
+            res = await reader.search("Zorblax quantum widget revenue", limit=2)
+            assert res.ids[0] == "short"
+            assert all(not h.passages for h in res.hits)
+            assert (await writer.index_documents([DOCS[0]], refresh=True)).ok
+            # The writer searches the passages at once; a reader at its next look (once a minute: now here).
+            found = await writer.search("Zorblax quantum widget revenue", mode="knn", limit=1)
+            assert found.ids == ["long"]
+            assert "Zorblax" in found.hits[0].passages[0].text
+            assert (await reader.health())["index"]["searches_passages"] is True
+            seen = await reader.search("Zorblax quantum widget revenue", mode="knn", limit=1)
+            assert seen.ids == ["long"]
+
+
 async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(passages: SearchClient) -> None:
     res = await passages.search("rain widget revenue Zorblax", limit=8)
     assert len(res.ids) == len(set(res.ids))  # one hit per document, however many passages matched

@@ -81,8 +81,8 @@ class Engine:
             b.settings,
             has_reranker=b.reranker is not None,
             below=below,
-            passages=target.passages,
-            passage_text=target.passage_text,
+            passages=target.searches_passages,
+            passage_text=target.passage_text and target.searches_passages,
             head_vectors=target.head_vectors,
             metadata_types=(await self._metadata_types(request, target.metadata_types))
             if request.facets
