@@ -166,18 +166,35 @@ def fetch_request(
     scope: Scope,
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
+    passages_for: tuple[Sequence[float], int] | None = None,
 ) -> dict[str, Any]:
     """The second phase: the documents of given ids and, if ``highlight``, their highlights for the query
     (``clause``, or ``text`` over ``fields``: the BM25 leg's own query, so the fragments are the ones it would
     have made; a leading snippet where no term matches, e.g. a hit only the kNN leg found). The scope (the
-    search's filters, tenant included) applies again, so the fetch can never return more than the legs."""
-    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": list(ids)}}, *scope.clauses]}}
+    search's filters, tenant included) applies again, so the fetch can never return more than the legs.
+
+    ``passages_for`` (the query's vector, how many): each long document's best passages for that vector, as
+    inner hits — a nested kNN query filtered to these ids, which Elasticsearch answers exactly (the filter
+    leaves fewer documents than candidates), so only the passages of the hits shown are read."""
+    ids = list(ids)
+    query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": ids}}, *scope.clauses]}}
     body: dict[str, Any] = {"query": query, "size": len(ids), "source": _SOURCE, "track_total_hits": False}
+    should: list[dict[str, Any]] = []
+    if passages_for is not None:
+        vector, shown = passages_for
+        knn = {"field": PASSAGE_VECTOR, "query_vector": list(vector), "num_candidates": len(ids)}
+        # (ids alone match the nested passages too on servers before 8.13, which refuse that as a parent filter;
+        # every document has a flat head, no passage has one)
+        knn["filter"] = [{"ids": {"values": ids}}, {"exists": {"field": "embedding"}}]
+        nested = {"path": "passages", "score_mode": "max", "query": {"knn": knn}, "inner_hits": _inner_hits(shown)}
+        should.append({"nested": nested})
     if highlight:
-        query["bool"]["should"] = [clause or _keywords(text, fields)]
+        should.append(clause or _keywords(text, fields))
         spec = _highlight()
         spec["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
         body["highlight"] = spec
+    if should:
+        query["bool"]["should"] = should
     return body
 
 
@@ -214,6 +231,7 @@ def knn_request(
     similarity: float | None = None,
     passages: int = 0,
     head_vectors: bool = True,
+    inner_hits: bool = True,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
@@ -223,9 +241,12 @@ def knn_request(
     ``passages`` along (offsets and scores). With ``head_vectors`` (mapping version 4: every head indexed
     flat, only long documents nested) that is the better of two kNN queries under a ``dis_max`` — the heads'
     flat field and the long documents' passages — in one request; before version 4 every vector is nested
-    and one nested kNN section reads them all."""
+    and one nested kNN section reads them all. Not ``inner_hits`` (with ``head_vectors``): the best passages
+    are left to the fetch of the hits shown (:func:`fetch_request`'s ``passages_for``), not found for every
+    hit of the leg."""
     if passages and head_vectors:
-        query = _heads_and_passages(vector, scope, max(num_candidates, k), similarity, passages)
+        shown = passages if inner_hits else 0
+        query = _heads_and_passages(vector, scope, max(num_candidates, k), similarity, shown)
         return _ids_only({"query": query, "size": k}, scope.doc_values)
     knn = _knn_section(vector, scope, k, num_candidates, passages=bool(passages))
     if passages:
@@ -267,15 +288,16 @@ def _heads_and_passages(
 ) -> dict[str, Any]:
     """A document's best vector, in an index whose heads are flat and whose long documents are nested: the
     heads' kNN query and the passages' (a document: its best passage, and its best ``shown`` passages as
-    inner hits), the better score of the two (``dis_max``: a maximum, not a sum)."""
-    nested = {
+    inner hits; none when ``shown`` is 0), the better score of the two (``dis_max``: a maximum, not a sum)."""
+    nested: dict[str, Any] = {
         "nested": {
             "path": "passages",
             "score_mode": "max",
             "query": _knn_query(PASSAGE_VECTOR, vector, scope, num_candidates, similarity),
-            "inner_hits": _inner_hits(shown),
         }
     }
+    if shown:
+        nested["nested"]["inner_hits"] = _inner_hits(shown)
     heads = _knn_query("embedding", vector, scope, num_candidates, similarity)
     return {"dis_max": {"queries": [heads, nested]}}
 

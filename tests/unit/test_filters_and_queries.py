@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from storage import Exists, InvalidQuery, Range, Term, Terms
 from storage._filters import parse_filters, to_es_filters
-from storage._queries import bm25_request, knn_request
+from storage._queries import bm25_request, fetch_request, knn_request
 from storage._tenancy import read_scope
 from storage._text import _scrubbed, clean_query
 
@@ -98,6 +98,19 @@ def test_an_index_with_flat_heads_scores_a_document_by_the_better_of_its_head_an
     old = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, head_vectors=False)
     assert old["knn"]["field"] == "passages.vector"
     assert old["knn"]["inner_hits"]["size"] == 3
+
+
+def test_the_shown_hits_passages_come_with_the_fetch_found_among_their_own_not_for_every_candidate() -> None:
+    scope = read_scope({"ticker": "AAPL"}, None, what="search", multi_tenant=False)
+    leg = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, inner_hits=False)
+    assert "inner_hits" not in leg["query"]["dis_max"]["queries"][1]["nested"]
+    body = fetch_request("q", ["a", "b"], highlight=False, scope=scope, passages_for=([0.1, 0.2], 3))
+    (nested,) = body["query"]["bool"]["should"]
+    knn = nested["nested"]["query"]["knn"]
+    assert knn["num_candidates"] == 2  # the documents shown: an exact search among their passages
+    assert {"ids": {"values": ["a", "b"]}} in knn["filter"]
+    assert nested["nested"]["inner_hits"]["size"] == 3
+    assert fetch_request("q", ["a"], highlight=False, scope=scope)["query"]["bool"].get("should") is None
 
 
 def test_one_field_needs_no_dis_max() -> None:

@@ -199,8 +199,10 @@ class Engine:
         # The documents (and highlights) of what is shown: with rerank, the candidates the reranker reads
         # (the page is among them); else the page. One request either way.
         fetched = Fetched()
+        knn = state.outcomes.get("knn") if plan.passages else None
+        searched = knn.vector if knn is not None else None
         if plan.rerank and fused.hits:
-            fetched = await self._enricher.fetch(plan, fused.hits.top_ids(plan.rerank_candidates))
+            fetched = await self._enricher.fetch(plan, fused.hits.top_ids(plan.rerank_candidates), searched)
         ranked = await self._reranker.run(plan, fused.hits, fetched.sources)
         groups: list[Group] | None = None
         if plan.group_by is not None or plan.diversity > 0.0:
@@ -209,7 +211,7 @@ class Engine:
         else:
             page = ranked.page(plan.offset, plan.limit)
         if not plan.rerank:
-            fetched = await self._enricher.fetch(plan, [hit[0] for hit, _ in page])
+            fetched = await self._enricher.fetch(plan, [hit[0] for hit, _ in page], searched)
         state.fetched = fetched
         if fetched.partial and plan.strict and fetched.shards is not None:
             raise PartialResults(
@@ -217,8 +219,12 @@ class Engine:
                 " (strict=True does not accept partial results)",
                 shards={"fetch": fetched.shards},
             )
-        knn = state.outcomes.get("knn") if plan.passages else None
-        passages = knn_passages(knn.hits) if knn is not None else None
+        passages = None
+        if knn is not None and plan.passages_at_fetch:  # (the hits the kNN leg found: theirs)
+            found = {str(h["_id"]) for h in knn.hits}
+            passages = knn_passages([h for i, h in fetched.hits.items() if i in found])
+        elif knn is not None:
+            passages = knn_passages(knn.hits)
         hits = page_hits(page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages)
         response = build_response(plan, state, fused, ranked, hits)
         if facets is not None or groups is not None:

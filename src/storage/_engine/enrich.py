@@ -66,13 +66,22 @@ class Enricher:
     def __init__(self, backend: Backend) -> None:
         self._b = backend
 
-    async def fetch(self, plan: Plan, ids: Sequence[str]) -> Fetched:
-        """One request for the documents of ``ids`` (and their highlights for the plan's query), within the
-        plan's scope, on its target or its point-in-time. Errors propagate, typed; the caller decides what a
-        partial answer (some shards missing) means."""
+    async def fetch(self, plan: Plan, ids: Sequence[str], vector: Sequence[float] | None = None) -> Fetched:
+        """One request for the documents of ``ids`` (and their highlights for the plan's query; with
+        ``vector``, where the plan's passages come with the fetch, each one's best passages for it), within
+        the plan's scope, on its target or its point-in-time. Errors propagate, typed; the caller decides what
+        a partial answer (some shards missing) means."""
         if not ids:
             return Fetched()
-        body = fetch_request(plan.embed_text, ids, highlight=plan.highlight, scope=plan.scope, clause=plan.bm25_clause)
+        passages_for = (vector, plan.passages) if vector is not None and plan.passages_at_fetch else None
+        body = fetch_request(
+            plan.embed_text,
+            ids,
+            highlight=plan.highlight,
+            scope=plan.scope,
+            clause=plan.bm25_clause,
+            passages_for=passages_for,
+        )
         if plan.pit is not None:
             body["pit"] = {"id": plan.pit[0], "keep_alive": plan.pit[1]}
         else:

@@ -94,6 +94,12 @@ class Plan:
         return (self.group_by,) if self.group_by else ()
 
     @property
+    def passages_at_fetch(self) -> bool:
+        """The shown hits' best passages come with the fetch (found among their own passages only) instead of
+        with the kNN leg's every hit: an index with flat heads, outside a walk's point-in-time."""
+        return self.passages > 0 and self.head_vectors and self.pit is None
+
+    @property
     def rerank(self) -> bool:
         return self.rerank_candidates > 0
 

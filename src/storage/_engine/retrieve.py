@@ -129,6 +129,7 @@ class Retriever:
         if shared is not None and not shared.done():
             shared.set_result(vector)
         out.embed_ms = (time.perf_counter() - t0) * 1000
+        out.vector = vector
         out.waiting_on = "elasticsearch"
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
         await self._send(out, plan, _knn_body(plan, vector), remaining, scope)
@@ -164,6 +165,7 @@ class Retriever:
                     if shared is not None and not shared.done():
                         shared.set_result(vector)
                     knn.embed_ms = (time.perf_counter() - t0) * 1000
+                    knn.vector = vector
                     body = _knn_body(plan, vector)
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                     order.append("knn")
@@ -262,5 +264,6 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         similarity=plan.similarity,
         passages=plan.passages,
         head_vectors=plan.head_vectors,
+        inner_hits=not plan.passages_at_fetch,
     )
     return _arranging(plan, body) if plan.group_by is not None or plan.diversity > 0.0 else body

@@ -7,6 +7,7 @@ and a failed search could log the legs of another.)
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,8 @@ class LegOutcome:
     waiting_on: Literal["elasticsearch", "embeddings"] = "elasticsearch"
     #: How many shards answered (``_shards`` and ``timed_out`` of the response).
     shards: ShardReport | None = None
+    #: The kNN leg: the query's vector it searched with (the fetch finds the shown hits' best passages by it).
+    vector: Sequence[float] | None = None
 
     def answered(self, body: Any) -> None:
         """Take a search response body: its hits, its server time and its shard report."""
