@@ -8,6 +8,7 @@ Embedders (the ``Embedder`` protocol):
 - :class:`OpenAIEmbedder`: OpenAI or any OpenAI-compatible ``/v1/embeddings`` server.
 - :class:`HashingEmbedder`: deterministic feature hashing, for tests.
 - :class:`CachedEmbedder`: a persistent cache (model, kind, text hash) in front of any of them.
+- :class:`CallableEmbedder`: two async functions (a framework's own embedding object, adapted).
 
 Chat models (the ``LLM`` protocol; optional, off by default): :class:`OpenAIChat`, the OpenAI
 chat-completions API or any compatible server (vLLM, Ollama, LM Studio, llama.cpp's server...).
@@ -21,6 +22,7 @@ Rerankers (the ``Reranker`` protocol; optional, off by default):
 
 from ._base import BaseEmbedder, Embedder, Span, Vector, Windowed, estimate_token_spans, validate_vectors
 from ._cache import CachedEmbedder
+from ._callable import CallableEmbedder
 from ._catalogue import CATALOGUE as LOCAL_MODELS
 from ._catalogue import DEFAULT_MODEL as DEFAULT_LOCAL_MODEL
 from ._catalogue import LocalModel, MavenArtifact, ModelFile, PyPIFiles, find_model
@@ -63,6 +65,7 @@ __all__ = [
     "LOCAL_MODELS",
     "BaseEmbedder",
     "CachedEmbedder",
+    "CallableEmbedder",
     "ChatMessage",
     "Completion",
     "ContextTooLong",

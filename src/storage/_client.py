@@ -298,6 +298,18 @@ class SearchClient:
         to another tenant than ``tenant_id`` (required when the client is multi-tenant)."""
         return await self._indices.get_document(doc_id, tenant_id=tenant_id)
 
+    async def get_documents(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """id -> stored ``_source`` (without vectors) of those of ``ids`` the index holds, in the order of
+        ``ids`` (the tenant's only, for a tenant)."""
+        return await self._indices.get_documents(ids, tenant_id=tenant_id)
+
+    async def delete_documents(
+        self, ids: Sequence[str], *, tenant_id: str | None = None, refresh: bool = False
+    ) -> list[str]:
+        """Delete the documents of ``ids`` (for a tenant: only its own); the ids that were deleted (an id the
+        index does not hold is not an error). ``refresh=True``: gone from searches when this returns."""
+        return await self._indices.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
+
     async def health(self) -> dict[str, Any]:
         """Cluster status, server version, license, the index's stats and this client's breaker states."""
         return await self._indices.health()

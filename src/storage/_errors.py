@@ -23,6 +23,8 @@
     │   └── QuerySyntaxError            (storage._syntax) the opt-in query syntax; .position, .token
     ├── InvalidDocument                 a document given to index_documents is invalid (.position);
     │                                   raised before any request is sent
+    ├── DocumentsNotIndexed             a framework store's write left documents out (.failed: each one's
+    │                                   id and reason; .indexed: the others, which were written)
     ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
     ├── CursorExpired                   a deep-paging walk's point-in-time expired: start the walk again
     ├── PartialResults                  some shards did not answer (failed or timed out) and partial
@@ -44,8 +46,8 @@ DependencyError at the storage boundary, with the original as ``__cause__``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 __all__ = [
     "AccessDenied",
@@ -59,6 +61,7 @@ __all__ = [
     "DependencyError",
     "DependencyUnavailable",
     "DimensionMismatch",
+    "DocumentsNotIndexed",
     "ElasticsearchNotConfigured",
     "IncompatibleServer",
     "IndexNotFound",
@@ -289,3 +292,17 @@ class InvalidDocument(SearchError):
     def __init__(self, message: str, *, position: int | None = None) -> None:
         super().__init__(message)
         self.position = position
+
+
+class DocumentsNotIndexed(SearchError):
+    """A write that must index every document it was given (a framework store's) left some out: ``.failed``
+    names each (id, reason, detail; see ``FailedDocument``), ``.indexed`` the ids that were written."""
+
+    reason = "not_indexed"
+
+    def __init__(self, failed: Sequence[Any], *, indexed: Sequence[str] = ()) -> None:
+        first = failed[0] if failed else None
+        what = f"{getattr(first, 'id', '?')}: {getattr(first, 'reason', '?')} {getattr(first, 'detail', '')}".strip()
+        super().__init__(f"{len(failed)} document(s) not indexed (first {what}); {len(indexed)} indexed")
+        self.failed = list(failed)
+        self.indexed = list(indexed)

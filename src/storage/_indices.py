@@ -15,6 +15,7 @@ from ._errors import (
     AnalyzerUnavailable,
     ConfigurationError,
     DimensionMismatch,
+    DocumentsNotIndexed,
     IncompatibleServer,
     IndexNotFound,
     ModelMismatch,
@@ -26,12 +27,14 @@ from ._fusion_setting import configured_fusion
 from ._mapping import (
     CONTENT_HASH,
     DEFINED_ANALYZERS,
+    PAYLOAD,
     building_versions,
     index_body,
     next_index_name,
     stored_passages,
     versioned_index_name,
 )
+from ._models import FailedDocument
 from ._queries import SOURCE_EXCLUDES, count_request, ids_request
 from ._tenancy import Scope, every_tenant, read_scope, require, visible
 
@@ -78,11 +81,10 @@ class IndexManager:
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
         props = existing[write_index].setdefault("mappings", {}).setdefault("properties", {})
-        if "content_hash" not in props:  # an index made before documents carried their content hash
-            await b.es_call(
-                lambda: b.es.indices.put_mapping(index=write_index, properties={"content_hash": CONTENT_HASH})
-            )
-            props["content_hash"] = CONTENT_HASH
+        added = {k: v for k, v in (("content_hash", CONTENT_HASH), ("payload", PAYLOAD)) if k not in props}
+        if added:  # an index made before documents carried their content hash, or a payload
+            await b.es_call(lambda: b.es.indices.put_mapping(index=write_index, properties=added))
+            props.update(added)
         self.checked_index = write_index
         b.metadata.remember(alias, existing, empty=created)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
@@ -263,6 +265,52 @@ class IndexManager:
         if not visible(source, tenant):
             return None  # another tenant's document does not exist for this caller
         return source
+
+    async def get_documents(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
+        b = self._b
+        scope = read_scope(None, tenant_id, what="get_documents", multi_tenant=b.settings.multi_tenant)
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _IDS_PER_REQUEST):
+            body = ids_request(unique[start : start + _IDS_PER_REQUEST], scope)
+            body["source"] = {"excludes": list(SOURCE_EXCLUDES)}
+            resp = await b.es_call(lambda body=body: b.es.search(index=self.alias, **body))  # type: ignore[misc]
+            found.update({str(h["_id"]): dict(h.get("_source") or {}) for h in resp.body["hits"]["hits"]})
+        return {i: found[i] for i in unique if i in found}
+
+    async def delete_documents(
+        self, ids: Sequence[str], *, tenant_id: str | None = None, refresh: bool = False
+    ) -> list[str]:
+        b = self._b
+        unique = list(dict.fromkeys(ids))
+        if tenant_id is not None or b.settings.multi_tenant:  # only the tenant's own
+            held = await self.existing(unique, tenant_id=tenant_id)
+            unique = [i for i in unique if i in held]
+        if not unique:
+            if refresh:
+                await self.refresh()
+            return []
+        actions = [{"delete": {"_index": self.alias, "_id": i}} for i in unique]
+        resp = await b.es_call(lambda: b.es.bulk(operations=actions, refresh=refresh or None))
+        deleted: list[str] = []
+        failed: list[FailedDocument] = []
+        for item in resp.body.get("items", []):
+            result = item.get("delete", {})
+            if result.get("result") == "deleted":
+                deleted.append(str(result.get("_id")))
+            elif result.get("status") != 404:
+                error = result.get("error") or {}
+                failed.append(
+                    FailedDocument(
+                        id=str(result.get("_id")),
+                        reason="delete_failed",
+                        detail=str(error.get("reason", "")),
+                        status=result.get("status"),
+                    )
+                )
+        if failed:
+            raise DocumentsNotIndexed(failed, indexed=deleted)
+        return deleted
 
     async def health(self) -> dict[str, Any]:
         b = self._b

@@ -15,6 +15,7 @@ __all__ = [
     "CONTENT_HASH",
     "DEFINED_ANALYZERS",
     "INDEX_VERSION_WIDTH",
+    "PAYLOAD",
     "building_versions",
     "index_body",
     "index_meta",
@@ -28,6 +29,8 @@ INDEX_VERSION_WIDTH = 6
 #: A digest of each document's stored content (``_models.content_hash``): read as a doc value to skip
 #: documents indexed again unchanged; added to indices made before it (a new field is always accepted).
 CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
+#: A document's payload (``Document.payload``): kept in ``_source`` exactly as given, never indexed.
+PAYLOAD: dict[str, Any] = {"type": "object", "enabled": False}
 #: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
 #: 3: each passage's title and text indexed too (not stored: BM25 reads the passages); 4: every document's
 #: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
@@ -152,6 +155,7 @@ def index_body(
         "published_at": {"type": "date"},
         "metadata": {"type": "object", "dynamic": True},
         "content_hash": CONTENT_HASH,
+        "payload": PAYLOAD,
         "embedding": vector,
     }
     mappings: dict[str, Any] = {"dynamic": "strict"}

@@ -68,6 +68,9 @@ class Document(BaseModel):
     published_at: datetime | date | None = None
     #: Free keyword metadata, searchable as filters ``metadata.<key>``.
     metadata: dict[str, str | list[str]] = Field(default_factory=dict)
+    #: Any JSON object, stored and returned exactly as given, never searched (a framework's own metadata:
+    #: ``storage.integrations``). None: none.
+    payload: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod

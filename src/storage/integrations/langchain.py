@@ -18,6 +18,16 @@ retriever's: ``retriever.invoke("q", filters={...}, limit=3)``. An empty or unus
 ``create_retriever_tool(..., handle_tool_error=True)`` tool hands the sentence to the model instead of
 ending the agent's loop.
 
+:class:`HybridSearchStore` is a drop-in for LangChain's ``ElasticsearchStore`` — the same construction (an
+index name, an embedding, a URL or our client) and the ``VectorStore`` interface (``add_documents`` /
+``add_texts`` with ids, ``get_by_ids``, ``delete``, ``similarity_search[_with_score|_with_relevance_scores]``,
+``max_marginal_relevance_search``, their async forms, ``as_retriever``) with every search hybrid, fused in
+the client; a document's metadata comes back exactly as it went in::
+
+    store = HybridSearchStore(index_name="docs", embedding=OpenAIEmbeddings(), es_url="http://localhost:9200")
+    store.add_documents(docs)
+    store.similarity_search("revenue guidance", k=4, filter={"source": "q3.pdf"})
+
 For agents, :func:`agent_tools` serves the one tool contract of :mod:`storage.agent` as LangChain tools —
 the same arguments, schemas, refusals and texts as the MCP server::
 
@@ -38,20 +48,25 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "the LangChain retriever needs the 'langchain' extra: pip install 'hybrid-search-es[langchain]'"
     ) from exc
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+
+from embeddings import CallableEmbedder
 
 from .._client import SearchClient
-from .._errors import InvalidQuery
+from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
 from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
 from ._bridge import ClientBridge
-from ._common import Content, Retrieved, RetrieverCore
+from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, langchain_filter
+from ._store import StoreCore, Stored, our_documents
 
-__all__ = ["HybridSearchRetriever", "InvalidToolQuery", "agent_tools"]
+__all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
 
 
 class InvalidToolQuery(InvalidQuery, ToolException):
@@ -147,6 +162,249 @@ class HybridSearchRetriever(BaseRetriever):
 
     async def aclose(self) -> None:
         await self._core.aclose()
+
+
+def _embedder(embedding: Embeddings) -> CallableEmbedder:
+    """A LangChain ``Embeddings`` object as our embedder (its async methods: LangChain runs a sync-only one in
+    an executor)."""
+
+    async def texts(batch: list[str]) -> list[list[float]]:
+        return await embedding.aembed_documents(batch)
+
+    return CallableEmbedder(f"langchain:{type(embedding).__name__}", texts, embedding.aembed_query)
+
+
+def _from_stored(found: Stored) -> Document:
+    return Document(id=found.id, page_content=found.content, metadata=found.metadata)
+
+
+class HybridSearchStore(VectorStore):
+    """LangChain's ``VectorStore`` on our index: a drop-in for ``ElasticsearchStore`` whose searches are hybrid
+    (BM25 + kNN fused in the client: the Basic license's answer to the ``rrf`` retriever it refuses).
+
+    Built like ``ElasticsearchStore``: ``index_name``, ``embedding`` (a LangChain ``Embeddings``; default our
+    own embedder from the environment, ``EMBEDDINGS_*``), ``es_url`` / ``es_api_key`` / ``es_user`` /
+    ``es_password`` / ``es_cloud_id`` (default ``ES_*``) — or ``client``: a :class:`SearchClient` of yours,
+    shared with retrievers and other stores (close it yourself; see :func:`storage.integrations.close_client`).
+    With a LangChain embedding a document is embedded whole (its window is not known: no passages).
+    ``refresh`` (default True): a write is searchable when it returns. ``options``: default
+    :meth:`SearchClient.search` arguments (``mode``, ``tenant_id``, ``rerank``...).
+    """
+
+    def __init__(
+        self,
+        index_name: str | None = None,
+        embedding: Embeddings | None = None,
+        *,
+        client: SearchClient | None = None,
+        es_url: str | None = None,
+        es_cloud_id: str | None = None,
+        es_api_key: str | None = None,
+        es_user: str | None = None,
+        es_password: str | None = None,
+        settings: SearchSettings | None = None,
+        refresh: bool = True,
+        **options: Any,
+    ) -> None:
+        self._embedding = embedding
+        self._options = check_store_options(options)
+        if client is not None:
+            given = [n for n, v in (("index_name", index_name), ("embedding", embedding), ("es_url", es_url)) if v]
+            if given or settings is not None:
+                raise ConfigurationError(
+                    f"a given client has its index and embedder: pass client or {given or ['settings']}, not both"
+                )
+            self._core = StoreCore(ClientBridge(client), refresh=refresh)
+            return
+        updates: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("index", index_name),
+                ("url", es_url),
+                ("cloud_id", es_cloud_id),
+                ("username", es_user),
+                ("password", SecretStr(es_password) if es_password else None),
+                ("api_key", SecretStr(es_api_key) if es_api_key else None),
+            )
+            if value is not None
+        }
+        if embedding is not None:
+            updates["passages"] = False  # (its window is not known)
+        resolved = (settings or SearchSettings()).model_copy(update=updates)
+        embedder = _embedder(embedding) if embedding is not None else None
+        factory = lambda: SearchClient.from_settings(resolved, embedder=embedder)  # noqa: E731
+        self._core = StoreCore(ClientBridge(factory=factory), refresh=refresh)
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        return self._embedding
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def _documents(
+        self, texts: Iterable[str], metadatas: Sequence[dict[str, Any]] | None, ids: Sequence[str | None] | None
+    ) -> list[Any]:
+        contents = list(texts)
+        for name, given in (("metadatas", metadatas), ("ids", ids)):
+            if given is not None and len(given) != len(contents):
+                raise InvalidQuery(f"{len(given)} {name} for {len(contents)} texts")
+        return our_documents(
+            [
+                (ids[n] if ids else None, content, metadatas[n] if metadatas else None)
+                for n, content in enumerate(contents)
+            ]
+        )
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        documents = self._documents(texts, metadatas, ids)
+        return self._core.bridge.run(lambda c: self._core.add(c, documents))
+
+    async def aadd_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        documents = self._documents(texts, metadatas, ids)
+        return await self._core.bridge.arun(lambda c: self._core.add(c, documents))
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return self._core.bridge.run(lambda c: self._core.delete(c, ids))
+
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return await self._core.bridge.arun(lambda c: self._core.delete(c, ids))
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return [_from_stored(s) for s in self._core.bridge.run(lambda c: self._core.get(c, list(ids)))]
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return [_from_stored(s) for s in await self._core.bridge.arun(lambda c: self._core.get(c, list(ids)))]
+
+    # -- searches ----------------------------------------------------------------------------------------
+
+    def _found(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
+        options = {**self._options, **check_store_options(extra)}
+        return self._core.bridge.run(lambda c: self._core.search(c, query, k=k, filter=filter, options=options))
+
+    async def _afound(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
+        options = {**self._options, **check_store_options(extra)}
+        return await self._core.bridge.arun(lambda c: self._core.search(c, query, k=k, filter=filter, options=options))
+
+    def similarity_search(self, query: str, k: int = 4, filter: Any = None, **kwargs: Any) -> list[Document]:
+        return [_from_stored(s) for s in self._found(query, k, filter, kwargs)]
+
+    async def asimilarity_search(
+        self,
+        query: str,
+        k: int = 4,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        return [_from_stored(s) for s in await self._afound(query, k, filter, kwargs)]
+
+    def similarity_search_with_score(
+        self,
+        query: str,
+        k: int = 4,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        """Each document with its hit's score (the fused score, or the reranker's when it ran)."""
+        return [(_from_stored(s), float(s.score or 0.0)) for s in self._found(query, k, filter, kwargs)]
+
+    async def asimilarity_search_with_score(
+        self,
+        query: str,
+        k: int = 4,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        return [(_from_stored(s), float(s.score or 0.0)) for s in await self._afound(query, k, filter, kwargs)]
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Relevance in [0, 1]: the hit's normalized score (the fused score relative to the best possible)."""
+        filter_ = kwargs.pop("filter", None)
+        return [(_from_stored(s), float(s.relevance or 0.0)) for s in self._found(query, k, filter_, kwargs)]
+
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        filter_ = kwargs.pop("filter", None)
+        found = await self._afound(query, k, filter_, kwargs)
+        return [(_from_stored(s), float(s.relevance or 0.0)) for s in found]
+
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """Our diversity stage (maximal marginal relevance over the fused window): ``fetch_k`` candidates,
+        ``lambda_mult`` 1 for relevance only, 0 for the most diverse."""
+        extra = {**kwargs, **_mmr(fetch_k, lambda_mult)}
+        return [_from_stored(s) for s in self._found(query, k, filter, extra)]
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: Any = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        extra = {**kwargs, **_mmr(fetch_k, lambda_mult)}
+        return [_from_stored(s) for s in await self._afound(query, k, filter, extra)]
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings | None = None,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> HybridSearchStore:
+        """A store (``kwargs``: as the constructor) with ``texts`` added."""
+        store = cls(embedding=embedding, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    def close(self) -> None:
+        """Close the client this store made (a client you gave stays open)."""
+        self._core.bridge.close()
+
+    async def aclose(self) -> None:
+        await self._core.bridge.aclose()
+
+
+def _mmr(fetch_k: Any, lambda_mult: Any) -> dict[str, Any]:
+    if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, int | float) or not 0.0 <= lambda_mult <= 1.0:
+        raise InvalidQuery(f"lambda_mult must be a number from 0 to 1, got {lambda_mult!r}")
+    return {"window": count_argument("fetch_k", fetch_k), "diversity": 1.0 - float(lambda_mult)}
+
+
+def check_store_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Search options a store passes on (``limit`` and ``filters`` are the store's ``k`` and ``filter``)."""
+    for name in ("limit", "filters", "query"):
+        if name in options:
+            raise ConfigurationError(f"{name!r} is not a store option: pass k= / filter= to the search")
+    return check_options(options)
 
 
 def agent_tools(tool: SearchTool) -> list[BaseTool]:

@@ -1,0 +1,146 @@
+"""What the framework *stores* share (LangChain's ``VectorStore`` today): a framework's documents in and out
+of our index without losing anything, on the client the retrievers use.
+
+- **In**: a framework document is one of ours — its content as the text (no title), its id (or a new uuid),
+  its metadata kept **exactly as given** (``Document.payload``: any JSON, returned as it came) and, where a
+  value is a string or a list of strings under a key our filters accept, copied to ``metadata.<key>`` so
+  that the framework's ``filter={key: value}`` reads it.
+- **Out**: a hit or a stored document as (id, content, score, metadata): the content as it came in, the
+  metadata as given (a document written by our own API: its stored fields).
+- Every call runs through a :class:`ClientBridge` (sync or async, any loop or thread); the index is
+  created (``ensure_index``) before the first call needs it. Writes are searchable when they return
+  (``refresh``), as framework users expect of a store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .._client import SearchClient
+from .._errors import DocumentsNotIndexed, InvalidDocument, InvalidQuery
+from .._models import METADATA_KEY, Document
+from .._requests import SearchRequest
+from .._results import SearchHit
+from ._bridge import ClientBridge
+from ._dialects import count_argument
+
+__all__ = ["StoreCore", "Stored", "our_documents", "store_filter", "stored"]
+
+#: Stored fields that are ours, not a document's metadata (a document written by our own API).
+_OURS = frozenset({"title", "text", "payload", "content_hash", "metadata"})
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One document as a framework document is built from it."""
+
+    id: str
+    content: str
+    metadata: dict[str, Any]
+    #: The hit's fused (or rerank) score; its normalized score in [0, 1] (None: not from a search).
+    score: float | None = None
+    relevance: float | None = None
+
+
+def our_documents(items: Sequence[tuple[str | None, str, Mapping[str, Any] | None]]) -> list[Document]:
+    """Framework documents (id or None, content, metadata) as ours (see the module docstring); one that is
+    not valid (blank content, an id over 512 bytes) is an :class:`InvalidDocument` naming its position, and
+    nothing is sent."""
+    out: list[Document] = []
+    for position, (doc_id, content, metadata) in enumerate(items):
+        given = dict(metadata or {})
+        filterable = {
+            key: value
+            for key, value in given.items()
+            if METADATA_KEY.fullmatch(key)
+            and (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)))
+        }
+        try:
+            out.append(Document(id=doc_id or str(uuid.uuid4()), text=content, payload=given, metadata=filterable))
+        except ValidationError as exc:
+            reason = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
+            raise InvalidDocument(f"document {position}: {reason}", position=position) from None
+    return out
+
+
+def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = None) -> Stored:
+    if "payload" in source:
+        metadata = dict(source.get("payload") or {})
+    else:
+        metadata = {k: v for k, v in source.items() if k not in _OURS} | dict(source.get("metadata") or {})
+    title, text = str(source.get("title") or ""), str(source.get("text") or "")
+    content = f"{title}\n\n{text}" if title and text else title or text
+    if hit is None:
+        return Stored(doc_id, content, metadata)
+    return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
+
+
+def store_filter(value: Any) -> dict[str, Any] | None:
+    """A framework's ``{key: value}`` filter on its metadata, as ours (on the ``metadata.<key>`` copies)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidQuery(f"filter must be a mapping {{key: value}}, got {type(value).__name__}")
+    return {f"metadata.{key}": v for key, v in value.items()}
+
+
+class StoreCore:
+    """A store's client (given, or owned and made by ``factory``) and its calls, each ``async`` on the
+    client's loop; the framework classes call them through :attr:`bridge` (``run`` / ``arun``)."""
+
+    def __init__(self, bridge: ClientBridge, *, refresh: bool = True) -> None:
+        self.bridge = bridge
+        self.refresh = refresh
+        #: The index exists (``ensure_index`` ran once for this store): set once, never per request.
+        self._ready = False
+
+    async def _client(self, client: SearchClient) -> SearchClient:
+        if not self._ready:
+            await client.ensure_index()
+            self._ready = True
+        return client
+
+    async def add(self, client: SearchClient, documents: Sequence[Document]) -> list[str]:
+        """Index ``documents`` (an id given again replaces that document); their ids, in order. A document
+        that could not be indexed raises :class:`DocumentsNotIndexed` (the others are indexed)."""
+        if not documents:
+            return []
+        c = await self._client(client)
+        report = await c.index_documents(list(documents), refresh=self.refresh, strict=True)
+        if report.failed:
+            raise DocumentsNotIndexed(report.failed, indexed=report.indexed)
+        return [d.id for d in documents]
+
+    async def get(self, client: SearchClient, ids: Sequence[str]) -> list[Stored]:
+        """The stored documents of ``ids``, in that order; an id the index does not hold is left out."""
+        found = await (await self._client(client)).get_documents(list(ids))
+        return [stored(i, found[i]) for i in ids if i in found]
+
+    async def delete(self, client: SearchClient, ids: Sequence[str] | None) -> bool:
+        if ids is None:
+            raise InvalidQuery("give the ids of the documents to delete (delete(ids=[...]))")
+        await (await self._client(client)).delete_documents(list(ids), refresh=self.refresh)
+        return True
+
+    async def search(
+        self,
+        client: SearchClient,
+        query: str,
+        *,
+        k: Any,
+        filter: Any = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[Stored]:
+        request = SearchRequest(
+            query=query,
+            limit=count_argument("k", k),
+            filters=store_filter(filter),
+            **dict(options or {}),
+        )
+        response = await (await self._client(client)).search(request)
+        return [stored(h.id, h.source, hit=h) for h in response.hits]
