@@ -116,3 +116,13 @@ def test_langchain_filter_and_counts() -> None:
     for wrong in ("3", True, 2.5, None):
         with pytest.raises(InvalidQuery, match="k must be a whole number"):
             count_argument("k", wrong)
+
+
+def test_the_store_refuses_elasticsearchstores_strategy_and_says_what_to_pass_instead() -> None:
+    from storage import ConfigurationError
+    from storage.integrations.langchain import HybridSearchStore
+
+    with pytest.raises(ConfigurationError, match="mode='knn'"):
+        HybridSearchStore(index_name="never-created", strategy="DenseVectorStrategy(hybrid=True)")
+    with pytest.raises(ConfigurationError, match="k= / filter="):
+        HybridSearchStore(index_name="never-created", limit=3)

@@ -17,13 +17,20 @@ silently dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._errors import InvalidQuery
 from .._filters import DATE_FIELDS, KEYWORD_FIELDS
 
-__all__ = ["count_argument", "haystack_filters", "langchain_filter", "llama_index_filters", "our_field"]
+__all__ = [
+    "count_argument",
+    "haystack_filters",
+    "langchain_filter",
+    "llama_index_filters",
+    "our_field",
+    "store_field",
+]
 
 _RANGES = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
 #: LlamaIndex's FilterOperator values -> the comparison operators above.
@@ -79,17 +86,26 @@ def _add(out: dict[str, Any], field: str, op: str, value: Any) -> None:
         )
 
 
-def _conjunction(node: tuple[Any, ...], out: dict[str, Any]) -> None:
-    """A tree of ``("cmp", field, op, value)`` / ``("AND" | "OR" | "NOT", [children])`` into ``out``."""
+def store_field(key: str) -> str:
+    """A framework store's metadata key as ours: always ``metadata.<key>`` (a store's documents carry the
+    framework's metadata there; ``source`` is the document's, not our own ``source`` field)."""
+    if not isinstance(key, str) or not key:
+        raise InvalidQuery(f"a filter's field must be a name, got {key!r}")
+    return f"metadata.{key.removeprefix('meta.').removeprefix('metadata.')}"
+
+
+def _conjunction(node: tuple[Any, ...], out: dict[str, Any], field: Callable[[str], str] = our_field) -> None:
+    """A tree of ``("cmp", field, op, value)`` / ``("AND" | "OR" | "NOT", [children])`` into ``out``, each
+    field name read by ``field``."""
     kind = node[0]
     if kind == "cmp":
-        _add(out, our_field(node[1]), node[2], node[3])
+        _add(out, field(node[1]), node[2], node[3])
     elif kind == "AND":
         for child in node[1]:
-            _conjunction(child, out)
+            _conjunction(child, out, field)
     elif kind == "OR":
         children = node[1]
-        fields = {our_field(c[1]) for c in children if c[0] == "cmp"}
+        fields = {field(c[1]) for c in children if c[0] == "cmp"}
         if children and all(c[0] == "cmp" and c[2] in ("==", "in") for c in children) and len(fields) == 1:
             values: list[Any] = []
             for c in children:
@@ -101,19 +117,21 @@ def _conjunction(node: tuple[Any, ...], out: dict[str, Any]) -> None:
         raise InvalidQuery(f"the filter operator {kind!r} is not supported: use AND, or OR between == on one field")
 
 
-def _translate(tree: tuple[Any, ...]) -> dict[str, Any]:
+def _translate(tree: tuple[Any, ...], field: Callable[[str], str] = our_field) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    _conjunction(tree, out)
+    _conjunction(tree, out, field)
     return out
 
 
-def langchain_filter(value: Any) -> dict[str, Any] | None:
-    """LangChain's ``filter``: ``{key: value}`` (a list: any of them); None: no filter."""
+def langchain_filter(value: Any, *, store: bool = False) -> dict[str, Any] | None:
+    """LangChain's ``filter``: ``{key: value}`` (a list: any of them); None: no filter. ``store``: the keys
+    are a store's document metadata (:func:`store_field`)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
         raise InvalidQuery(f"filter must be a mapping {{key: value}}, got {type(value).__name__}")
-    return _translate(("AND", [("cmp", k, "in" if isinstance(v, list | tuple) else "==", v) for k, v in value.items()]))
+    tree = ("AND", [("cmp", k, "in" if isinstance(v, list | tuple) else "==", v) for k, v in value.items()])
+    return _translate(tree, store_field if store else our_field)
 
 
 def _llama_tree(filters: Any) -> tuple[Any, ...]:
@@ -133,14 +151,15 @@ def _llama_tree(filters: Any) -> tuple[Any, ...]:
     return (kind, children)
 
 
-def llama_index_filters(filters: Any) -> dict[str, Any] | None:
+def llama_index_filters(filters: Any, *, store: bool = False) -> dict[str, Any] | None:
     """LlamaIndex's ``MetadataFilters`` (operators ``==``, ``in``, ``>``, ``>=``, ``<``, ``<=``; conditions
-    ``and``, ``or`` of equalities on one key; nested) as our filter model; None: no filter."""
+    ``and``, ``or`` of equalities on one key; nested) as our filter model; None: no filter. ``store``: the
+    keys are a store's node metadata (:func:`store_field`)."""
     if filters is None:
         return None
     if not hasattr(filters, "filters"):
         raise InvalidQuery(f"filters must be a MetadataFilters, got {type(filters).__name__}")
-    return _translate(_llama_tree(filters))
+    return _translate(_llama_tree(filters), store_field if store else our_field)
 
 
 def _haystack_tree(node: Any) -> tuple[Any, ...]:

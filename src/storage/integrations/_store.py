@@ -14,22 +14,25 @@ of our index without losing anything, on the client the retrievers use.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from elasticsearch.helpers import async_scan
 from pydantic import ValidationError
 
 from .._client import SearchClient
 from .._errors import DocumentsNotIndexed, InvalidDocument, InvalidQuery
-from .._models import METADATA_KEY, Document
+from .._filters import parse_filters, to_es_filters
+from .._models import METADATA_KEY, Document, FailedDocument, IndexReport
 from .._requests import SearchRequest
 from .._results import SearchHit
 from ._bridge import ClientBridge
 from ._dialects import count_argument
 
-__all__ = ["StoreCore", "Stored", "our_documents", "store_filter", "stored"]
+__all__ = ["StoreCore", "Stored", "our_documents", "stored"]
 
 #: Stored fields that are ours, not a document's metadata (a document written by our own API).
 _OURS = frozenset({"title", "text", "payload", "content_hash", "metadata"})
@@ -47,25 +50,37 @@ class Stored:
     relevance: float | None = None
 
 
-def our_documents(items: Sequence[tuple[str | None, str, Mapping[str, Any] | None]]) -> list[Document]:
-    """Framework documents (id or None, content, metadata) as ours (see the module docstring); one that is
-    not valid (blank content, an id over 512 bytes) is an :class:`InvalidDocument` naming its position, and
+def our_documents(
+    items: Sequence[tuple[str | None, str, Mapping[str, Any] | None]],
+    payloads: Sequence[Mapping[str, Any]] | None = None,
+) -> list[Document]:
+    """Framework documents (id or None, content, metadata) as ours (see the module docstring); ``payloads``:
+    what each keeps instead of its metadata (a LlamaIndex node's whole serialized form). One that is not
+    valid (blank content, an id over 512 bytes) is an :class:`InvalidDocument` naming its position, and
     nothing is sent."""
     out: list[Document] = []
     for position, (doc_id, content, metadata) in enumerate(items):
-        given = dict(metadata or {})
-        filterable = {
-            key: value
-            for key, value in given.items()
-            if METADATA_KEY.fullmatch(key)
-            and (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)))
-        }
+        fields = _filterable(dict(metadata or {}))
+        if payloads is not None:
+            fields["payload"] = dict(payloads[position])
         try:
-            out.append(Document(id=doc_id or str(uuid.uuid4()), text=content, payload=given, metadata=filterable))
+            out.append(Document(id=doc_id or str(uuid.uuid4()), text=content, **fields))
         except ValidationError as exc:
             reason = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
             raise InvalidDocument(f"document {position}: {reason}", position=position) from None
     return out
+
+
+def _filterable(given: dict[str, Any]) -> dict[str, Any]:
+    """A document's ``payload`` (the metadata as given) and ``metadata`` (its string values, where our filters
+    read them)."""
+    filterable = {
+        key: value
+        for key, value in given.items()
+        if METADATA_KEY.fullmatch(key)
+        and (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)))
+    }
+    return {"payload": given, "metadata": filterable}
 
 
 def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = None) -> Stored:
@@ -78,15 +93,6 @@ def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = No
     if hit is None:
         return Stored(doc_id, content, metadata)
     return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
-
-
-def store_filter(value: Any) -> dict[str, Any] | None:
-    """A framework's ``{key: value}`` filter on its metadata, as ours (on the ``metadata.<key>`` copies)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise InvalidQuery(f"filter must be a mapping {{key: value}}, got {type(value).__name__}")
-    return {f"metadata.{key}": v for key, v in value.items()}
 
 
 class StoreCore:
@@ -127,20 +133,75 @@ class StoreCore:
         await (await self._client(client)).delete_documents(list(ids), refresh=self.refresh)
         return True
 
+    async def matching(self, client: SearchClient, filters: Mapping[str, Any] | None) -> list[str]:
+        """The ids of every document ``filters`` (our model; None: all) match, read with a scroll."""
+        c = await self._client(client)
+        clauses = to_es_filters(parse_filters(dict(filters))) if filters else []
+        body = {"query": {"bool": {"filter": clauses}}, "_source": False}  # (the helper's query is the body)
+        return [str(h["_id"]) async for h in async_scan(c.elasticsearch, index=c.index, query=body)]
+
+    async def delete_matching(self, client: SearchClient, filters: Mapping[str, Any] | None) -> None:
+        """Delete every document ``filters`` match (None: every document)."""
+        ids = await self.matching(client, filters)
+        c = await self._client(client)
+        for start in range(0, len(ids), 1000):
+            await c.delete_documents(ids[start : start + 1000])
+        if self.refresh:
+            await c.refresh()
+
+    async def import_index(
+        self,
+        client: SearchClient,
+        index: str,
+        *,
+        text_field: str,
+        metadata_field: str,
+        batch_size: int,
+    ) -> IndexReport:
+        """Every document of ``index`` (an index a framework's Elasticsearch store filled: its text in
+        ``text_field``, its metadata in ``metadata_field``) indexed here under its id, embedded by this
+        store's embedder; read with elasticsearch-py's ``async_scan`` (a scroll), written ``batch_size`` at a
+        time. One that cannot be indexed (no text) is reported in ``failed``, the others are written."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidQuery(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+        c = await self._client(client)
+        started = time.perf_counter()
+        indexed: list[str] = []
+        failed: list[FailedDocument] = []
+
+        async def flush(batch: list[dict[str, Any]]) -> None:
+            report = await c.index_documents(batch, refresh=False)
+            indexed.extend(report.indexed)
+            failed.extend(report.failed)
+
+        batch: list[dict[str, Any]] = []
+        body = {"query": {"match_all": {}}, "_source": [text_field, metadata_field]}
+        hits = async_scan(c.elasticsearch, index=index, size=batch_size, query=body)
+        async for hit in hits:
+            source = hit.get("_source") or {}
+            metadata = source.get(metadata_field)
+            given = dict(metadata) if isinstance(metadata, Mapping) else {}
+            batch.append({**_filterable(given), "id": str(hit["_id"]), "text": str(source.get(text_field) or "")})
+            if len(batch) >= batch_size:
+                await flush(batch)
+                batch = []
+        if batch:
+            await flush(batch)
+        if self.refresh:
+            await c.refresh()
+        return IndexReport(index=c.index, indexed=indexed, failed=failed, seconds=time.perf_counter() - started)
+
     async def search(
         self,
         client: SearchClient,
         query: str,
         *,
         k: Any,
-        filter: Any = None,
+        filters: dict[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> list[Stored]:
-        request = SearchRequest(
-            query=query,
-            limit=count_argument("k", k),
-            filters=store_filter(filter),
-            **dict(options or {}),
-        )
+        """``k`` results (the framework's count, checked: a whole number), ``filters`` in our model (the
+        framework's filter translated by ``_dialects`` with ``store=True``)."""
+        request = SearchRequest(query=query, limit=count_argument("k", k), filters=filters, **dict(options or {}))
         response = await (await self._client(client)).search(request)
         return [stored(h.id, h.source, hit=h) for h in response.hits]

@@ -58,6 +58,7 @@ from embeddings import CallableEmbedder
 
 from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
+from .._models import IndexReport
 from .._settings import SearchSettings
 from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
@@ -293,11 +294,15 @@ class HybridSearchStore(VectorStore):
 
     def _found(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
         options = {**self._options, **check_store_options(extra)}
-        return self._core.bridge.run(lambda c: self._core.search(c, query, k=k, filter=filter, options=options))
+        filters = langchain_filter(filter, store=True)
+        return self._core.bridge.run(lambda c: self._core.search(c, query, k=k, filters=filters, options=options))
 
     async def _afound(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
         options = {**self._options, **check_store_options(extra)}
-        return await self._core.bridge.arun(lambda c: self._core.search(c, query, k=k, filter=filter, options=options))
+        filters = langchain_filter(filter, store=True)
+        return await self._core.bridge.arun(
+            lambda c: self._core.search(c, query, k=k, filters=filters, options=options)
+        )
 
     def similarity_search(self, query: str, k: int = 4, filter: Any = None, **kwargs: Any) -> list[Document]:
         return [_from_stored(s) for s in self._found(query, k, filter, kwargs)]
@@ -370,6 +375,18 @@ class HybridSearchStore(VectorStore):
         extra = {**kwargs, **_mmr(fetch_k, lambda_mult)}
         return [_from_stored(s) for s in await self._afound(query, k, filter, extra)]
 
+    def import_index(
+        self, index: str, *, text_field: str = "text", metadata_field: str = "metadata", batch_size: int = 500
+    ) -> IndexReport:
+        """Copy an index LangChain's ``ElasticsearchStore`` filled (its ``text`` and ``metadata``; ids kept)
+        into this store, embedded by this store's embedder: the move from ``ElasticsearchStore`` in one call.
+        Returns the report (every document in ``indexed`` or ``failed``)."""
+        return self._core.bridge.run(
+            lambda c: self._core.import_index(
+                c, index, text_field=text_field, metadata_field=metadata_field, batch_size=batch_size
+            )
+        )
+
     @classmethod
     def from_texts(
         cls,
@@ -401,6 +418,11 @@ def _mmr(fetch_k: Any, lambda_mult: Any) -> dict[str, Any]:
 
 def check_store_options(options: dict[str, Any]) -> dict[str, Any]:
     """Search options a store passes on (``limit`` and ``filters`` are the store's ``k`` and ``filter``)."""
+    if "strategy" in options:
+        raise ConfigurationError(
+            "strategy= is ElasticsearchStore's: here every search is hybrid, fused in the client (no rrf retriever, "
+            "so it works on the Basic license); pass mode='knn' or mode='bm25' to ask for one leg"
+        )
     for name in ("limit", "filters", "query"):
         if name in options:
             raise ConfigurationError(f"{name!r} is not a store option: pass k= / filter= to the search")

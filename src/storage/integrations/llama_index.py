@@ -15,6 +15,16 @@ provenance (``id``, scores, per-leg ranks and scores, highlights, ``degraded`` /
 what ordered the list. The provenance is kept out of what the node shows an LLM or an embedding model
 (``excluded_llm_metadata_keys`` / ``excluded_embed_metadata_keys``): the stored fields (title, source,
 date...) stay in.
+
+:class:`HybridSearchVectorStore` is a drop-in for LlamaIndex's ``ElasticsearchStore``: a vector store that
+``VectorStoreIndex.from_documents`` / ``from_vector_store`` use as they use that one, with the query modes
+``default`` (kNN), ``hybrid`` (BM25 + kNN fused in the client: no ``rrf`` retriever, so it works on the Basic
+license), ``text_search`` (BM25) and ``mmr``; ``similarity_top_k``; ``MetadataFilters`` on the nodes'
+metadata. A node comes back as it went in (its serialized form is kept whole)::
+
+    store = HybridSearchVectorStore(index_name="docs", es_url="http://localhost:9200")
+    index = VectorStoreIndex.from_documents(docs, storage_context=StorageContext.from_defaults(vector_store=store))
+    index.as_retriever(similarity_top_k=3, vector_store_query_mode="hybrid").retrieve("revenue guidance")
 """
 
 from __future__ import annotations
@@ -22,19 +32,37 @@ from __future__ import annotations
 from typing import Any
 
 try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
     from llama_index.core.retrievers import BaseRetriever
-    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.vector_stores.types import (
+        BasePydanticVectorStore,
+        MetadataFilters,
+        VectorStoreQuery,
+        VectorStoreQueryMode,
+        VectorStoreQueryResult,
+    )
+    from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the LlamaIndex retriever needs the 'llama-index' extra: pip install 'hybrid-search-es[llama-index]'"
     ) from exc
 
-from .._client import SearchClient
-from .._settings import SearchSettings
-from ._common import Content, Retrieved, RetrieverCore
-from ._dialects import count_argument, llama_index_filters
+from collections.abc import Sequence
 
-__all__ = ["HybridSearchRetriever"]
+from pydantic import PrivateAttr, SecretStr
+
+from embeddings import CallableEmbedder, Embedder
+
+from .._client import SearchClient
+from .._errors import ConfigurationError, InvalidQuery
+from .._settings import SearchSettings
+from ._bridge import ClientBridge
+from ._common import Content, Retrieved, RetrieverCore, check_options
+from ._dialects import count_argument, llama_index_filters
+from ._store import StoreCore, Stored, our_documents
+
+__all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
 
 #: Provenance keys: in the metadata for the caller, not in the text an LLM or an embedder is given.
 _PROVENANCE = [
@@ -109,3 +137,234 @@ class HybridSearchRetriever(BaseRetriever):
 
     async def aclose(self) -> None:
         await self._core.aclose()
+
+
+#: LlamaIndex's query modes -> ours (MMR: kNN with our diversity stage).
+_MODES = {
+    VectorStoreQueryMode.DEFAULT: "knn",
+    VectorStoreQueryMode.HYBRID: "hybrid",
+    VectorStoreQueryMode.TEXT_SEARCH: "bm25",
+    VectorStoreQueryMode.SPARSE: "bm25",
+    VectorStoreQueryMode.MMR: "knn",
+}
+
+
+def _llama_embedder(model: BaseEmbedding) -> CallableEmbedder:
+    """A LlamaIndex embedding model as our embedder."""
+
+    async def texts(batch: list[str]) -> list[list[float]]:
+        return await model.aget_text_embedding_batch(batch)
+
+    return CallableEmbedder(f"llama-index:{model.model_name}", texts, model.aget_query_embedding)
+
+
+def _node_of(found: Stored) -> BaseNode:
+    """A stored node as it went in (its serialized form), or a ``TextNode`` for a document our API wrote."""
+    if "_node_content" in found.metadata:
+        node = metadata_dict_to_node(found.metadata, text=found.content)
+        node.embedding = None
+        return node
+    return TextNode(id_=found.id, text=found.content, metadata=found.metadata)
+
+
+class HybridSearchVectorStore(BasePydanticVectorStore):
+    """LlamaIndex's vector store on our index: a drop-in for its ``ElasticsearchStore``.
+
+    Built like that one: ``index_name``, ``es_url`` / ``es_api_key`` / ``es_user`` / ``es_password`` /
+    ``es_cloud_id`` (default ``ES_*``), and ``embed_model`` (a LlamaIndex embedding; default our own embedder,
+    ``EMBEDDINGS_*``) — or ``client``: a :class:`SearchClient` shared with retrievers and other stores. The
+    store embeds what it indexes and the query itself (``is_embedding_query`` is False: LlamaIndex does not
+    embed the query for it). ``default_mode``: what the ``default`` query mode searches (``knn``, as
+    LlamaIndex's; ``hybrid`` makes every query hybrid). ``refresh`` (default True): a write is searchable
+    when it returns. ``options``: other :meth:`SearchClient.search` arguments (``rerank``, ``tenant_id``...).
+    """
+
+    stores_text: bool = True
+    is_embedding_query: bool = False
+    flat_metadata: bool = False
+
+    _core: StoreCore = PrivateAttr()
+    _options: dict[str, Any] = PrivateAttr()
+    _default_mode: str = PrivateAttr()
+
+    def __init__(
+        self,
+        index_name: str | None = None,
+        *,
+        client: SearchClient | None = None,
+        embed_model: BaseEmbedding | None = None,
+        embedder: Embedder | None = None,
+        es_url: str | None = None,
+        es_cloud_id: str | None = None,
+        es_api_key: str | None = None,
+        es_user: str | None = None,
+        es_password: str | None = None,
+        settings: SearchSettings | None = None,
+        default_mode: str = "knn",
+        refresh: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(stores_text=True)
+        if default_mode not in ("knn", "hybrid", "bm25"):
+            raise ConfigurationError(f"default_mode must be 'knn', 'hybrid' or 'bm25', got {default_mode!r}")
+        for name in ("limit", "filters", "mode", "query"):
+            if name in options:
+                raise ConfigurationError(f"{name!r} is not a store option: the query says it")
+        self._options = check_options(options)
+        self._default_mode = default_mode
+        if client is not None:
+            if index_name or embed_model is not None or embedder is not None or es_url or settings is not None:
+                raise ConfigurationError("a given client has its index and embedder: pass client alone")
+            self._core = StoreCore(ClientBridge(client), refresh=refresh)
+            return
+        updates: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("index", index_name),
+                ("url", es_url),
+                ("cloud_id", es_cloud_id),
+                ("username", es_user),
+                ("password", SecretStr(es_password) if es_password else None),
+                ("api_key", SecretStr(es_api_key) if es_api_key else None),
+            )
+            if value is not None
+        }
+        if embed_model is not None and embedder is not None:
+            raise ConfigurationError("pass embed_model (LlamaIndex's) or embedder (ours), not both")
+        ours = embedder if embedder is not None else (_llama_embedder(embed_model) if embed_model is not None else None)
+        if embed_model is not None:
+            updates["passages"] = False  # (its window is not known)
+        resolved = (settings or SearchSettings()).model_copy(update=updates)
+        factory = lambda: SearchClient.from_settings(resolved, embedder=ours)  # noqa: E731
+        self._core = StoreCore(ClientBridge(factory=factory), refresh=refresh)
+
+    @property
+    def client(self) -> Any:
+        """The bridge to the :class:`SearchClient` this store runs on."""
+        return self._core.bridge
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def _documents(self, nodes: Sequence[BaseNode]) -> list[Any]:
+        items = []
+        for node in nodes:
+            copies = dict(node.metadata or {})
+            if node.ref_doc_id:
+                copies["ref_doc_id"] = node.ref_doc_id
+            items.append((node.node_id, node.get_content(metadata_mode=MetadataMode.NONE), copies))
+        payloads = [node_to_metadata_dict(n, remove_text=True, flat_metadata=self.flat_metadata) for n in nodes]
+        return our_documents(items, payloads)
+
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        documents = self._documents(nodes)
+        return self._core.bridge.run(lambda c: self._core.add(c, documents))
+
+    async def async_add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        documents = self._documents(nodes)
+        return await self._core.bridge.arun(lambda c: self._core.add(c, documents))
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete every node of the document ``ref_doc_id``."""
+        self._core.bridge.run(lambda c: self._core.delete_matching(c, {"metadata.ref_doc_id": ref_doc_id}))
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await self._core.bridge.arun(lambda c: self._core.delete_matching(c, {"metadata.ref_doc_id": ref_doc_id}))
+
+    def _scope(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> dict[str, Any]:
+        scope = dict(llama_index_filters(filters, store=True) or {})
+        if node_ids is not None:
+            scope["id"] = list(node_ids)
+        return scope
+
+    def delete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """Delete the nodes of ``node_ids`` that ``filters`` match (an empty list: none; neither: every node)."""
+        if node_ids is not None and not node_ids:
+            return
+        scope = self._scope(node_ids, filters)
+        self._core.bridge.run(lambda c: self._core.delete_matching(c, scope))
+
+    async def adelete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        if node_ids is not None and not node_ids:
+            return
+        scope = self._scope(node_ids, filters)
+        await self._core.bridge.arun(lambda c: self._core.delete_matching(c, scope))
+
+    def clear(self) -> None:
+        """Delete every node (the index stays)."""
+        self._core.bridge.run(lambda c: self._core.delete_matching(c, None))
+
+    async def aclear(self) -> None:
+        await self._core.bridge.arun(lambda c: self._core.delete_matching(c, None))
+
+    async def _get(self, c: SearchClient, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[Stored]:
+        ids = list(node_ids) if node_ids is not None and filters is None else None
+        if node_ids is not None and not node_ids:
+            return []
+        if ids is None:
+            ids = await self._core.matching(c, self._scope(node_ids, filters))
+        return await self._core.get(c, ids)
+
+    def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
+        return [_node_of(s) for s in self._core.bridge.run(lambda c: self._get(c, node_ids, filters))]
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
+    ) -> list[BaseNode]:
+        return [_node_of(s) for s in await self._core.bridge.arun(lambda c: self._get(c, node_ids, filters))]
+
+    # -- queries ---------------------------------------------------------------------------------------
+
+    def _search(self, query: VectorStoreQuery) -> tuple[str, Any, dict[str, Any], dict[str, Any]]:
+        if not query.query_str:
+            raise InvalidQuery("this store embeds the query itself: the query needs its text (query_str)")
+        if query.mode not in _MODES:
+            raise InvalidQuery(
+                f"the query mode {query.mode.value!r} is not supported: use default, hybrid, text_search or mmr"
+            )
+        mode = self._default_mode if query.mode == VectorStoreQueryMode.DEFAULT else _MODES[query.mode]
+        options: dict[str, Any] = {**self._options, "mode": mode}
+        if query.mode == VectorStoreQueryMode.MMR:
+            threshold = 0.5 if query.mmr_threshold is None else query.mmr_threshold
+            if not 0.0 <= threshold <= 1.0:
+                raise InvalidQuery(f"mmr_threshold must be from 0 to 1, got {threshold!r}")
+            options["diversity"] = 1.0 - threshold
+        scope = self._scope(query.node_ids or None, query.filters)  # (a retriever sends [] for "not set")
+        if query.doc_ids:
+            scope["metadata.ref_doc_id"] = list(query.doc_ids)
+        k = (
+            query.hybrid_top_k
+            if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k
+            else query.similarity_top_k
+        )
+        return query.query_str, k, scope, options
+
+    @staticmethod
+    def _result(found: list[Stored]) -> VectorStoreQueryResult:
+        return VectorStoreQueryResult(
+            nodes=[_node_of(s) for s in found],
+            similarities=[float(s.score or 0.0) for s in found],
+            ids=[s.id for s in found],
+        )
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        text, k, scope, options = self._search(query)
+        found = self._core.bridge.run(lambda c: self._core.search(c, text, k=k, filters=scope or None, options=options))
+        return self._result(found)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        text, k, scope, options = self._search(query)
+        found = await self._core.bridge.arun(
+            lambda c: self._core.search(c, text, k=k, filters=scope or None, options=options)
+        )
+        return self._result(found)
+
+    def close(self) -> None:
+        """Close the client this store made (a client you gave stays open)."""
+        self._core.bridge.close()
+
+    async def aclose(self) -> None:
+        await self._core.bridge.aclose()
