@@ -21,18 +21,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch.helpers import async_scan
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
+
+from embeddings import Embedder
 
 from .._client import SearchClient
-from .._errors import DocumentsNotIndexed, InvalidDocument, InvalidQuery
+from .._errors import ConfigurationError, DocumentsNotIndexed, InvalidDocument, InvalidQuery
 from .._filters import parse_filters, to_es_filters
 from .._models import METADATA_KEY, Document, FailedDocument, IndexReport
 from .._requests import SearchRequest
 from .._results import SearchHit
+from .._settings import SearchSettings
 from ._bridge import ClientBridge
 from ._dialects import count_argument
 
-__all__ = ["StoreCore", "Stored", "our_documents", "stored"]
+__all__ = ["StoreCore", "Stored", "open_store", "our_documents", "stored"]
 
 #: Stored fields that are ours, not a document's metadata (a document written by our own API).
 _OURS = frozenset({"title", "text", "payload", "content_hash", "metadata"})
@@ -93,6 +96,39 @@ def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = No
     if hit is None:
         return Stored(doc_id, content, metadata)
     return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
+
+
+def open_store(
+    client: SearchClient | None,
+    *,
+    settings: SearchSettings | None,
+    embedder: Embedder | None,
+    foreign: bool,
+    refresh: bool,
+    **connection: str | None,
+) -> StoreCore:
+    """A store's core on ``client`` (given: shared, the caller's to close), or on a client of its own made from
+    ``settings`` (default the environment) with the framework's connection arguments (``index``, ``url``,
+    ``cloud_id``, ``username``, ``password``, ``api_key``: the names of :class:`SearchSettings`) and
+    ``embedder`` (None: ours, from the settings; ``foreign``: a framework's embedding, whose window is not
+    known, so no passages)."""
+    if client is not None:
+        given = sorted(k for k, v in connection.items() if v)
+        if given or settings is not None or embedder is not None:
+            raise ConfigurationError(
+                f"a given client has its index, connection and embedder: pass client alone, not {given or 'more'}"
+            )
+        return StoreCore(ClientBridge(client), refresh=refresh)
+    secret = ("password", "api_key")
+    updates: dict[str, Any] = {
+        k: SecretStr(v) if k in secret else v for k, v in connection.items() if v is not None and v != ""
+    }
+    if foreign:
+        updates["passages"] = False
+    resolved = (settings or SearchSettings()).model_copy(update=updates)
+    return StoreCore(
+        ClientBridge(factory=lambda: SearchClient.from_settings(resolved, embedder=embedder)), refresh=refresh
+    )
 
 
 class StoreCore:

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from embeddings import CallableEmbedder
 
@@ -65,7 +65,7 @@ from ..agent._contract import refusal
 from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, langchain_filter
-from ._store import StoreCore, Stored, our_documents
+from ._store import Stored, open_store, our_documents
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
 
@@ -209,32 +209,19 @@ class HybridSearchStore(VectorStore):
     ) -> None:
         self._embedding = embedding
         self._options = check_store_options(options)
-        if client is not None:
-            given = [n for n, v in (("index_name", index_name), ("embedding", embedding), ("es_url", es_url)) if v]
-            if given or settings is not None:
-                raise ConfigurationError(
-                    f"a given client has its index and embedder: pass client or {given or ['settings']}, not both"
-                )
-            self._core = StoreCore(ClientBridge(client), refresh=refresh)
-            return
-        updates: dict[str, Any] = {
-            key: value
-            for key, value in (
-                ("index", index_name),
-                ("url", es_url),
-                ("cloud_id", es_cloud_id),
-                ("username", es_user),
-                ("password", SecretStr(es_password) if es_password else None),
-                ("api_key", SecretStr(es_api_key) if es_api_key else None),
-            )
-            if value is not None
-        }
-        if embedding is not None:
-            updates["passages"] = False  # (its window is not known)
-        resolved = (settings or SearchSettings()).model_copy(update=updates)
-        embedder = _embedder(embedding) if embedding is not None else None
-        factory = lambda: SearchClient.from_settings(resolved, embedder=embedder)  # noqa: E731
-        self._core = StoreCore(ClientBridge(factory=factory), refresh=refresh)
+        self._core = open_store(
+            client,
+            settings=settings,
+            embedder=_embedder(embedding) if embedding is not None else None,
+            foreign=embedding is not None,
+            refresh=refresh,
+            index=index_name,
+            url=es_url,
+            cloud_id=es_cloud_id,
+            username=es_user,
+            password=es_password,
+            api_key=es_api_key,
+        )
 
     @property
     def embeddings(self) -> Embeddings | None:

@@ -50,17 +50,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from collections.abc import Sequence
 
-from pydantic import PrivateAttr, SecretStr
+from pydantic import PrivateAttr
 
 from embeddings import CallableEmbedder, Embedder
 
 from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
-from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, llama_index_filters
-from ._store import StoreCore, Stored, our_documents
+from ._store import StoreCore, Stored, open_store, our_documents
 
 __all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
 
@@ -212,31 +211,21 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
                 raise ConfigurationError(f"{name!r} is not a store option: the query says it")
         self._options = check_options(options)
         self._default_mode = default_mode
-        if client is not None:
-            if index_name or embed_model is not None or embedder is not None or es_url or settings is not None:
-                raise ConfigurationError("a given client has its index and embedder: pass client alone")
-            self._core = StoreCore(ClientBridge(client), refresh=refresh)
-            return
-        updates: dict[str, Any] = {
-            key: value
-            for key, value in (
-                ("index", index_name),
-                ("url", es_url),
-                ("cloud_id", es_cloud_id),
-                ("username", es_user),
-                ("password", SecretStr(es_password) if es_password else None),
-                ("api_key", SecretStr(es_api_key) if es_api_key else None),
-            )
-            if value is not None
-        }
         if embed_model is not None and embedder is not None:
             raise ConfigurationError("pass embed_model (LlamaIndex's) or embedder (ours), not both")
-        ours = embedder if embedder is not None else (_llama_embedder(embed_model) if embed_model is not None else None)
-        if embed_model is not None:
-            updates["passages"] = False  # (its window is not known)
-        resolved = (settings or SearchSettings()).model_copy(update=updates)
-        factory = lambda: SearchClient.from_settings(resolved, embedder=ours)  # noqa: E731
-        self._core = StoreCore(ClientBridge(factory=factory), refresh=refresh)
+        self._core = open_store(
+            client,
+            settings=settings,
+            embedder=_llama_embedder(embed_model) if embed_model is not None else embedder,
+            foreign=embed_model is not None,
+            refresh=refresh,
+            index=index_name,
+            url=es_url,
+            cloud_id=es_cloud_id,
+            username=es_user,
+            password=es_password,
+            api_key=es_api_key,
+        )
 
     @property
     def client(self) -> Any:
