@@ -53,7 +53,7 @@ from ._errors import (
     WrongEventLoop,
 )
 from ._facets import FacetSpec
-from ._filters import Exists, Filter, Range, Term, Terms
+from ._filters import AllOf, AnyOf, Exists, Filter, Not, Range, Term, Terms
 from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
 from ._fusion_setting import FusionSetting, FusionSource
 from ._logging import configure_ecs_logging, correlation_id, query_hash
@@ -96,6 +96,7 @@ from .evaluation import Judgments, default_grid, load_judgments, tune
 __all__ = [
     "DEFAULT_RRF_K",
     "AccessDenied",
+    "AllOf",
     "AnalyzerUnavailable",
     "Answer",
     "AnswerDelta",
@@ -107,6 +108,7 @@ __all__ = [
     "AnswerStatus",
     "AnswerTimings",
     "AnswerUsage",
+    "AnyOf",
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
@@ -142,6 +144,7 @@ __all__ = [
     "LegHit",
     "LegReport",
     "ModelMismatch",
+    "Not",
     "Overloaded",
     "PageRequest",
     "PartialResults",

@@ -293,6 +293,11 @@ class SearchClient:
         """Which of ``ids`` the index holds (the tenant's only, for a tenant)."""
         return await self._indices.existing(ids, tenant_id=tenant_id)
 
+    async def matching_ids(self, filters: FilterInput = None, *, tenant_id: str | None = None) -> list[str]:
+        """The ids of every document ``filters`` match (None: every document; the tenant's only, for a
+        tenant), read on a point-in-time: what a store's delete or get by filter works on."""
+        return await self._indices.matching_ids(filters=filters, tenant_id=tenant_id)
+
     async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
         """The stored ``_source`` of one document (without its vector), or None — also None when it belongs
         to another tenant than ``tenant_id`` (required when the client is multi-tenant)."""

@@ -12,6 +12,17 @@ Filters are given as a mapping ``{field: condition}`` (all conditions must hold)
 
 Fields: ``ticker``, ``doc_type``, ``source``, ``tenant_id``, ``id``, ``published_at`` (dates only) and
 ``metadata.<key>``. Anything else is an :class:`InvalidQuery` before any request is sent.
+
+The list form also takes three combinators of filters: :class:`AllOf` (every one holds), :class:`AnyOf` (at
+least one holds; none given: nothing matches) and :class:`Not` (not all of them hold), nested as deep as
+needed — what a framework's ``!=``, ``not in``, ``NOT`` and ``OR`` across fields become (``storage.
+integrations._dialects``).
+
+A ``metadata.<key>`` value is a keyword, and is compared **by the type of the value a filter gives**: a
+string as a keyword (equality; a range is lexical), a number as a number (``2 < 10``, ``2 == 2.0``), a
+``date`` / ``datetime`` as a date. The numeric and date comparisons read the keyword's ``num`` and ``date``
+sub-fields, which an index built by this version has for every metadata value that parses as one
+(``storage._mapping``); on an older index they match nothing until ``reembed()``.
 """
 
 from __future__ import annotations
@@ -24,7 +35,21 @@ from typing import Any
 from ._errors import InvalidQuery
 from ._models import is_metadata_field
 
-__all__ = ["Exists", "Filter", "FilterInput", "Range", "Term", "Terms", "parse_filters", "to_es_filters"]
+__all__ = [
+    "AllOf",
+    "AnyOf",
+    "Exists",
+    "Filter",
+    "FilterInput",
+    "Not",
+    "Range",
+    "Term",
+    "Terms",
+    "condition",
+    "filter_fields",
+    "parse_filters",
+    "to_es_filters",
+]
 
 KEYWORD_FIELDS = frozenset({"ticker", "doc_type", "source", "tenant_id", "id"})
 DATE_FIELDS = frozenset({"published_at"})
@@ -62,7 +87,30 @@ class Exists:
     present: bool = True
 
 
-Filter = Term | Terms | Range | Exists
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    """Every one of ``filters`` holds (none given: everything matches)."""
+
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    """At least one of ``filters`` holds (none given: nothing matches)."""
+
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """Not all of ``filters`` hold (one given: it does not hold)."""
+
+    filters: tuple[Filter, ...]
+
+
+Leaf = Term | Terms | Range | Exists
+Filter = Term | Terms | Range | Exists | AllOf | AnyOf | Not
+_COMBINATORS = (AllOf, AnyOf, Not)
 FilterInput = Mapping[str, Any] | Sequence[Filter] | None
 
 
@@ -97,34 +145,35 @@ def _range_value(field: str, key: str, value: object) -> RangeValue:
     raise InvalidQuery(f"filter {field!r}.{key}: expected a number or string, got {value!r}")
 
 
-def _parse_one(field: str, condition: object) -> Filter:
+def condition(field: str, given: object) -> Leaf:
+    """One field's condition in the mapping form (see the module docstring), validated."""
     _check_field(field)
-    if isinstance(condition, Mapping):
-        keys = set(condition)
+    if isinstance(given, Mapping):
+        keys = set(given)
         if keys == {"exists"}:
-            if not isinstance(condition["exists"], bool):
+            if not isinstance(given["exists"], bool):
                 raise InvalidQuery(f"filter {field!r}: exists must be true or false")
-            return Exists(field, condition["exists"])
+            return Exists(field, given["exists"])
         if not keys or not keys <= _RANGE_KEYS:
             raise InvalidQuery(
                 f"filter {field!r}: a mapping must be a range (gt, gte, lt, lte) or {{'exists': bool}}, "
                 f"got keys {sorted(map(str, keys))}"
             )
-        bounds = {k: _range_value(field, k, v) for k, v in condition.items()}
+        bounds = {k: _range_value(field, k, v) for k, v in given.items()}
         if ("gt" in bounds and "gte" in bounds) or ("lt" in bounds and "lte" in bounds):
             raise InvalidQuery(f"filter {field!r}: give one lower and one upper bound at most")
         return Range(field, **bounds)
-    if isinstance(condition, list | tuple | set | frozenset):
-        values = tuple(_scalar(field, v) for v in condition)
+    if isinstance(given, list | tuple | set | frozenset):
+        values = tuple(_scalar(field, v) for v in given)
         if not values:
             raise InvalidQuery(f"filter {field!r}: an empty list matches nothing; omit the filter instead")
         if len(values) > MAX_TERMS:
             raise InvalidQuery(f"filter {field!r}: at most {MAX_TERMS} values")
         return Terms(field, values)
     if field in DATE_FIELDS:
-        value = _range_value(field, "eq", condition)
+        value = _range_value(field, "eq", given)
         return Range(field, gte=value, lte=value)
-    return Term(field, _scalar(field, condition))
+    return Term(field, _scalar(field, given))
 
 
 def parse_filters(filters: FilterInput) -> list[Filter]:
@@ -132,40 +181,94 @@ def parse_filters(filters: FilterInput) -> list[Filter]:
     if filters is None:
         return []
     if isinstance(filters, Mapping):
-        return [_parse_one(str(field), condition) for field, condition in filters.items()]
+        return [condition(str(field), value) for field, value in filters.items()]
     if isinstance(filters, str | bytes):
         raise InvalidQuery("filters must be a mapping or a list of Filter objects")
-    out: list[Filter] = []
-    for f in filters:
-        if not isinstance(f, Term | Terms | Range | Exists):
-            raise InvalidQuery(f"not a filter: {f!r}")
-        _check_field(f.field)
-        out.append(f)
+    out = list(filters)
+    for f in out:
+        _check_tree(f)
     return out
 
 
-def _es_field(field: str) -> str:
-    return "_id" if field == "id" else field
+def _check_tree(f: object) -> None:
+    if isinstance(f, _COMBINATORS):
+        if not isinstance(f.filters, tuple):
+            raise InvalidQuery(f"{type(f).__name__}.filters must be a tuple of filters, got {f.filters!r}")
+        for child in f.filters:
+            _check_tree(child)
+    elif isinstance(f, Term | Terms | Range | Exists):
+        _check_field(f.field)
+    else:
+        raise InvalidQuery(f"not a filter: {f!r}")
+
+
+def filter_fields(filters: Sequence[Filter]) -> tuple[str, ...]:
+    """The fields ``filters`` read, sorted (each once)."""
+    seen: set[str] = set()
+    stack = list(filters)
+    while stack:
+        f = stack.pop()
+        if isinstance(f, _COMBINATORS):
+            stack.extend(f.filters)
+        else:
+            seen.add(f.field)
+    return tuple(sorted(seen))
+
+
+def _es_field(field: str, value: object = None) -> str:
+    """The Elasticsearch field a comparison with ``value`` reads: ``_id`` for ``id``; a metadata key's
+    ``num`` / ``date`` sub-field for a number / a date."""
+    if field == "id":
+        return "_id"
+    if field.startswith("metadata."):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{field}.num"
+        if isinstance(value, date | datetime):
+            return f"{field}.date"
+    return field
 
 
 def _jsonable(value: RangeValue) -> str | int | float:
     return value.isoformat() if isinstance(value, date | datetime) else value
 
 
+def _terms(field: str, values: Sequence[Scalar]) -> dict[str, Any]:
+    groups: dict[str, list[Scalar]] = {}
+    for v in values:
+        groups.setdefault(_es_field(field, v), []).append(v)
+    clauses = [{"terms": {target: vs}} for target, vs in groups.items()]
+    return clauses[0] if len(clauses) == 1 else {"bool": {"should": clauses, "minimum_should_match": 1}}
+
+
+def _range(f: Range) -> dict[str, Any]:
+    bounds = {k: v for k in ("gt", "gte", "lt", "lte") if (v := getattr(f, k)) is not None}
+    targets = {_es_field(f.field, v) for v in bounds.values()}
+    if len(targets) > 1:
+        raise InvalidQuery(f"filter {f.field!r}: a range's bounds must be of one type (numbers, dates or strings)")
+    target = targets.pop() if targets else _es_field(f.field)
+    return {"range": {target: {k: _jsonable(v) for k, v in bounds.items()}}}
+
+
+def _clause(f: Filter) -> dict[str, Any]:
+    if isinstance(f, Term):
+        return {"term": {_es_field(f.field, f.value): f.value}}
+    if isinstance(f, Terms):
+        return _terms(f.field, f.values)
+    if isinstance(f, Range):
+        return _range(f)
+    if isinstance(f, Exists):
+        exists = {"exists": {"field": _es_field(f.field)}}
+        return exists if f.present else {"bool": {"must_not": [exists]}}
+    inner = [_clause(c) for c in f.filters]
+    if isinstance(f, AllOf):
+        return {"bool": {"filter": inner}}
+    if isinstance(f, AnyOf):
+        return {"bool": {"should": inner, "minimum_should_match": 1}} if inner else {"match_none": {}}
+    if not inner:
+        return {"match_none": {}}  # not (everything)
+    return {"bool": {"must_not": [inner[0] if len(inner) == 1 else {"bool": {"filter": inner}}]}}
+
+
 def to_es_filters(filters: Sequence[Filter]) -> list[dict[str, Any]]:
     """Elasticsearch filter clauses (all must match); the same list goes to both legs."""
-    clauses: list[dict[str, Any]] = []
-    for f in filters:
-        field = _es_field(f.field)
-        if isinstance(f, Term):
-            clauses.append({"term": {field: f.value}})
-        elif isinstance(f, Terms):
-            clauses.append({"terms": {field: list(f.values)}})
-        elif isinstance(f, Range):
-            bounds = {k: _jsonable(v) for k in ("gt", "gte", "lt", "lte") if (v := getattr(f, k)) is not None}
-            clauses.append({"range": {field: bounds}})
-        elif f.present:
-            clauses.append({"exists": {"field": field}})
-        else:
-            clauses.append({"bool": {"must_not": [{"exists": {"field": field}}]}})
-    return clauses
+    return [_clause(f) for f in filters]

@@ -27,6 +27,7 @@ from ._fusion_setting import configured_fusion
 from ._mapping import (
     CONTENT_HASH,
     DEFINED_ANALYZERS,
+    DYNAMIC_TEMPLATES,
     PAYLOAD,
     building_versions,
     index_body,
@@ -85,6 +86,9 @@ class IndexManager:
         if added:  # an index made before documents carried their content hash, or a payload
             await b.es_call(lambda: b.es.indices.put_mapping(index=write_index, properties=added))
             props.update(added)
+        templates = existing[write_index]["mappings"].get("dynamic_templates") or []
+        if templates != DYNAMIC_TEMPLATES:  # made before metadata had its num/date sub-fields: new keys get them
+            await b.es_call(lambda: b.es.indices.put_mapping(index=write_index, dynamic_templates=DYNAMIC_TEMPLATES))
         self.checked_index = write_index
         b.metadata.remember(alias, existing, empty=created)  # (the answer holds the mappings: no second request)
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
@@ -211,17 +215,35 @@ class IndexManager:
         return await self._existing(ids, every_tenant(), index)
 
     async def _existing(self, ids: Sequence[str], scope: Scope, index: str) -> set[str]:
+        return set(await self._by_ids(index, ids, scope, source=False))
+
+    async def _by_ids(self, index: str, ids: Sequence[str], scope: Scope, *, source: bool) -> dict[str, dict[str, Any]]:
+        """id -> ``_source`` without the vectors (``source``, else ``{}``) of those of ``ids`` (each once)
+        ``index`` holds within ``scope``, a batch of ids per request."""
         b = self._b
-        found: set[str] = set()
-        for start in range(0, len(ids), _IDS_PER_REQUEST):
-            body = ids_request(ids[start : start + _IDS_PER_REQUEST], scope)
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), _IDS_PER_REQUEST):
+            body = ids_request(unique[start : start + _IDS_PER_REQUEST], scope)
+            if source:
+                body["source"] = {"excludes": list(SOURCE_EXCLUDES)}
             resp = await b.es_call(lambda body=body: b.es.search(index=index, **body))  # type: ignore[misc]
-            found.update(str(h["_id"]) for h in resp.body["hits"]["hits"])
+            found.update({str(h["_id"]): dict(h.get("_source") or {}) for h in resp.body["hits"]["hits"]})
         return found
 
-    async def scan(self, index: str, *, size: int, source: bool) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every document of ``index``, a page of ``size`` at a time, on a point-in-time (a stable view,
-        closed at the end); with ``source`` their ``_source`` without the vectors, else ids only."""
+    async def matching_ids(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> list[str]:
+        """The ids of every document of the alias ``filters`` match (the tenant's only, for a tenant)."""
+        scope = read_scope(filters, tenant_id, what="matching_ids", multi_tenant=self._b.settings.multi_tenant)
+        return [
+            str(h["_id"]) async for page in self.scan(self.alias, size=1000, source=False, scope=scope) for h in page
+        ]
+
+    async def scan(
+        self, index: str, *, size: int, source: bool, scope: Scope | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every document of ``index`` (within ``scope``; None: all, across tenants), a page of ``size`` at a
+        time, on a point-in-time (a stable view, closed at the end); with ``source`` their ``_source`` without
+        the vectors, else ids only."""
         b = self._b
         keep_alive = b.settings.pit_keep_alive
         opened = await b.es_call(lambda: b.es.open_point_in_time(index=index, keep_alive=keep_alive))
@@ -236,6 +258,8 @@ class IndexManager:
                     "_source": {"excludes": ["embedding", "passages"]} if source else False,
                     "track_total_hits": False,
                 }
+                if scope is not None and scope.clauses:
+                    body["query"] = {"bool": {"filter": list(scope.clauses)}}
                 if after is not None:
                     body["search_after"] = after
                 resp = await b.es_call(lambda body=body: b.es.search(**body))  # type: ignore[misc]
@@ -267,16 +291,9 @@ class IndexManager:
         return source
 
     async def get_documents(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
-        b = self._b
-        scope = read_scope(None, tenant_id, what="get_documents", multi_tenant=b.settings.multi_tenant)
-        found: dict[str, dict[str, Any]] = {}
-        unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), _IDS_PER_REQUEST):
-            body = ids_request(unique[start : start + _IDS_PER_REQUEST], scope)
-            body["source"] = {"excludes": list(SOURCE_EXCLUDES)}
-            resp = await b.es_call(lambda body=body: b.es.search(index=self.alias, **body))  # type: ignore[misc]
-            found.update({str(h["_id"]): dict(h.get("_source") or {}) for h in resp.body["hits"]["hits"]})
-        return {i: found[i] for i in unique if i in found}
+        scope = read_scope(None, tenant_id, what="get_documents", multi_tenant=self._b.settings.multi_tenant)
+        found = await self._by_ids(self.alias, ids, scope, source=True)
+        return {i: found[i] for i in dict.fromkeys(ids) if i in found}
 
     async def delete_documents(
         self, ids: Sequence[str], *, tenant_id: str | None = None, refresh: bool = False

@@ -14,7 +14,9 @@ __all__ = [
     "BUILDING",
     "CONTENT_HASH",
     "DEFINED_ANALYZERS",
+    "DYNAMIC_TEMPLATES",
     "INDEX_VERSION_WIDTH",
+    "METADATA_VALUE",
     "PAYLOAD",
     "building_versions",
     "index_body",
@@ -31,6 +33,21 @@ INDEX_VERSION_WIDTH = 6
 CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
 #: A document's payload (``Document.payload``): kept in ``_source`` exactly as given, never indexed.
 PAYLOAD: dict[str, Any] = {"type": "object", "enabled": False}
+#: Each ``metadata.<key>`` value: a keyword (terms, facets), with a ``num`` and a ``date`` sub-field holding it
+#: as a number / a date where it parses as one (else left out of that sub-field, never an error): what a filter
+#: with a numeric or date value compares (``storage._filters``). Dates: ISO-8601 only, so that a number is
+#: never read as epoch milliseconds.
+METADATA_VALUE: dict[str, Any] = {
+    "type": "keyword",
+    "ignore_above": 1024,
+    "fields": {
+        "num": {"type": "double", "ignore_malformed": True},
+        "date": {"type": "date", "format": "strict_date_optional_time", "ignore_malformed": True},
+    },
+}
+DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
+    {"metadata_keywords": {"path_match": "metadata.*", "mapping": METADATA_VALUE}}
+]
 #: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
 #: 3: each passage's title and text indexed too (not stored: BM25 reads the passages); 4: every document's
 #: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
@@ -116,7 +133,8 @@ def index_body(
     """Settings and mappings for one concrete index.
 
     - ``dynamic: strict``: a field we did not design is an error, not a silent new mapping;
-      ``metadata.*`` is the one open place, and only as keywords.
+      ``metadata.*`` is the one open place, and only as keywords (with a number and a date sub-field each:
+      ``METADATA_VALUE``).
     - ``embedding`` (the head: what the model reads of title + text): ``dot_product`` for unit vectors (same
       ranking as cosine, cheaper), else ``cosine``; HNSW with int8 quantisation (the default from 8.14,
       written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions).
@@ -189,14 +207,7 @@ def index_body(
                 "mapping_version": MAPPING_VERSION if passages is None else PASSAGES_MAPPING_VERSION,
                 "embedding": embedding_meta,
             },
-            "dynamic_templates": [
-                {
-                    "metadata_keywords": {
-                        "path_match": "metadata.*",
-                        "mapping": {"type": "keyword", "ignore_above": 1024},
-                    }
-                }
-            ],
+            "dynamic_templates": DYNAMIC_TEMPLATES,
             "properties": properties,
         },
     }

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._errors import InvalidQuery
-from ._filters import Filter, FilterInput, Term, parse_filters, to_es_filters
+from ._filters import Filter, FilterInput, Term, filter_fields, parse_filters, to_es_filters
 from ._fusion import FusedList
 
 __all__ = [
@@ -107,7 +107,7 @@ def read_scope(
     parsed = parse_filters(filters)
     if tenant is not None:
         parsed.append(Term(TENANT_FIELD, tenant))
-    fields = tuple(sorted({f.field for f in parsed})) if parsed else ()
+    fields = filter_fields(parsed)
     return Scope((*to_es_filters(parsed), *extra), tenant, fields, _MADE_HERE)
 
 
@@ -120,7 +120,7 @@ def every_tenant() -> Scope:
 def _scope(parsed: list[Filter], tenant: str | None, extra: Sequence[dict[str, Any]]) -> Scope:
     if tenant is not None:
         parsed = [*parsed, Term(TENANT_FIELD, tenant)]
-    fields = tuple(sorted({f.field for f in parsed})) if parsed else ()
+    fields = filter_fields(parsed)
     return Scope(tuple(to_es_filters(parsed)) + tuple(extra), tenant, fields, _MADE_HERE)
 
 

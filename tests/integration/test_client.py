@@ -7,19 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import (
+    AllOf,
+    AnyOf,
     DimensionMismatch,
     Document,
+    Exists,
     IndexNotFound,
     InvalidDocument,
     InvalidQuery,
+    Not,
     SearchClient,
     SearchSettings,
+    Term,
+    Terms,
 )
 
 CORPUS = [
@@ -131,6 +138,35 @@ async def test_filters_restrict_both_legs(client: SearchClient) -> None:
     assert meta.ids == ["msft-2"]
     missing = await client.search("weather", filters={"ticker": {"exists": False}})
     assert missing.ids == ["weather-1"]
+
+
+async def test_combined_filters_and_metadata_compared_by_the_type_the_filter_gives(client: SearchClient) -> None:
+    pages = [("p9", "9", "1969-07-21T20:17:40"), ("p10", "10", "1972-12-11"), ("p100", "100", "not a date")]
+    docs = [Document(id=i, text=f"page {p} of the report", metadata={"page": p, "day": d}) for i, p, d in pages]
+    await client.ensure_index()
+    await client.index_documents(docs, refresh=True)
+    numbers = await client.search("report", filters={"metadata.page": {"gte": 10}})
+    assert set(numbers.ids) == {"p10", "p100"}  # as numbers: "9" < 10 (as keywords "9" > "10")
+    as_keywords = await client.search("report", filters={"metadata.page": {"gt": "10"}})
+    assert set(as_keywords.ids) == {"p100", "p9"}  # a string compares as a keyword
+    dates = await client.search("report", filters={"metadata.day": {"lt": datetime(1970, 1, 1)}})
+    assert dates.ids == ["p9"]  # (a value that is not a date is left out of the date comparison, not an error)
+    either = [AnyOf((Term("metadata.page", 9), Not((Terms("id", ("p9", "p10")),))))]
+    assert set((await client.search("report", filters=either)).ids) == {"p9", "p100"}
+    assert await client.count(filters=[AllOf((Term("metadata.page", 10.0), Exists("metadata.day")))]) == 1
+    assert set(await client.matching_ids([Not((Term("metadata.page", "9"),))])) == {"p10", "p100"}
+
+
+async def test_an_index_made_before_typed_metadata_gets_it_for_keys_it_has_not_seen(
+    client: SearchClient, es: AsyncElasticsearch, settings: SearchSettings
+) -> None:
+    name = await client.ensure_index()
+    before = [{"metadata_keywords": {"path_match": "metadata.*", "mapping": {"type": "keyword", "ignore_above": 1024}}}]
+    await es.indices.put_mapping(index=name, dynamic_templates=before)  # (the template of earlier versions)
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as again:
+        await again.ensure_index()
+        await again.index_documents([Document(id="d", text="a page", metadata={"page": "12"})], refresh=True)
+        assert await again.count(filters={"metadata.page": {"gt": 9}}) == 1
 
 
 async def test_tenant_filter_isolates_tenants(client: SearchClient) -> None:

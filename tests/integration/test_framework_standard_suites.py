@@ -3,7 +3,8 @@
 LangChain: ``langchain_tests.integration_tests.RetrieversIntegrationTests`` with LangChain's own result-count
 name, ``k`` (not told ours), and ``VectorStoreIntegrationTests`` (sync and async) on the drop-in store with
 the suite's own embeddings (``DeterministicFakeEmbedding``: a LangChain ``Embeddings`` object, as users pass
-one to ``ElasticsearchStore``).
+one to ``ElasticsearchStore``). LlamaIndex (no shipped suite): a contract test of ``VectorStoreIndex`` on the
+store. Haystack: ``haystack.testing.document_store``'s base tests and the optional ones our store implements.
 """
 
 from __future__ import annotations
@@ -14,6 +15,26 @@ from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch
+from haystack import Document as HaystackDocument
+from haystack import Pipeline
+from haystack.document_stores.errors import DuplicateDocumentError
+from haystack.document_stores.types import DuplicatePolicy
+from haystack.errors import FilterError
+from haystack.testing.document_store import (
+    CountDocumentsByFilterTest,
+    DeleteAllTest,
+    DeleteByFilterTest,
+    DocumentStoreBaseTests,
+)
+from haystack.testing.document_store_async import (
+    CountDocumentsAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
+    DeleteDocumentsAsyncTest,
+    FilterDocumentsAsyncTest,
+    WriteDocumentsAsyncTest,
+)
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import RetrieversIntegrationTests, VectorStoreIntegrationTests
@@ -30,8 +51,10 @@ from llama_index.core.vector_stores.types import (
 )
 
 from embeddings import HashingEmbedder
-from storage import InvalidQuery, SearchClient, SearchSettings
+from storage import InvalidDocument, InvalidQuery, SearchClient, SearchSettings
 from storage.integrations import close_client
+from storage.integrations.haystack import DuplicateDocuments, HybridSearchDocumentStore
+from storage.integrations.haystack import HybridSearchRetriever as HaystackRetriever
 from storage.integrations.langchain import HybridSearchRetriever, HybridSearchStore
 from storage.integrations.llama_index import HybridSearchVectorStore
 
@@ -238,3 +261,134 @@ async def test_the_llama_index_store_works_from_async_code_with_a_llama_index_em
         assert [n.node_id for n in await store.aget_nodes(["d1", "d3"])] == ["d1"]
     finally:
         await store.aclose()
+
+
+def _haystack_store(settings: SearchSettings) -> Iterator[HybridSearchDocumentStore]:
+    """The store built as users build ``ElasticsearchDocumentStore`` (hosts, index), closed afterwards."""
+    store = HybridSearchDocumentStore(hosts=settings.url, index=settings.index, embedder=HashingEmbedder(dimensions=64))
+    yield store
+    store.close()
+
+
+class TestHaystackDocumentStoreStandardSuite(
+    DocumentStoreBaseTests, DeleteAllTest, DeleteByFilterTest, CountDocumentsByFilterTest
+):
+    """Haystack's own document store tests (``haystack.testing.document_store``: count, write with each
+    duplicate policy, delete, the whole filter syntax; delete all, delete and count by filter), on a store
+    built as users build ``ElasticsearchDocumentStore`` (hosts, index), an index of its own per test."""
+
+    @pytest.fixture
+    def document_store(self, settings: SearchSettings) -> Iterator[HybridSearchDocumentStore]:
+        yield from _haystack_store(settings)
+
+    def assert_documents_are_equal(self, received: list[HaystackDocument], expected: list[HaystackDocument]) -> None:
+        """Equal documents (the whole of each: content, meta with its types, embedding, score None) in
+        another order: Elasticsearch returns a filter's matches in index order, not in the order written
+        (the extension point the suite's docstring names for this)."""
+        assert sorted(received, key=lambda d: d.id) == sorted(expected, key=lambda d: d.id)
+
+    def test_write_documents(self, document_store: HybridSearchDocumentStore) -> None:
+        """The default policy (NONE) is FAIL, as on ``ElasticsearchDocumentStore``."""
+        doc = HaystackDocument(content="test doc")
+        assert document_store.write_documents([doc]) == 1
+        with pytest.raises(DuplicateDocumentError):
+            document_store.write_documents([doc])
+        self.assert_documents_are_equal(document_store.filter_documents(), [doc])
+
+
+class TestHaystackDocumentStoreAsyncStandardSuite(
+    CountDocumentsAsyncTest,
+    WriteDocumentsAsyncTest,
+    DeleteDocumentsAsyncTest,
+    FilterDocumentsAsyncTest,
+    DeleteAllAsyncTest,
+    DeleteByFilterAsyncTest,
+    CountDocumentsByFilterAsyncTest,
+):
+    """Haystack's async document store tests (``haystack.testing.document_store_async``) on the same store,
+    called from a running loop (the store's client runs on its own)."""
+
+    @pytest.fixture
+    def document_store(self, settings: SearchSettings) -> Iterator[HybridSearchDocumentStore]:
+        yield from _haystack_store(settings)
+
+    def assert_documents_are_equal(self, received: list[HaystackDocument], expected: list[HaystackDocument]) -> None:
+        assert sorted(received, key=lambda d: d.id) == sorted(expected, key=lambda d: d.id)
+
+    async def test_write_documents_async(self, document_store: HybridSearchDocumentStore) -> None:
+        doc = HaystackDocument(content="test doc")
+        assert await document_store.write_documents_async([doc]) == 1
+        with pytest.raises(DuplicateDocumentError):
+            await document_store.write_documents_async([doc])
+        self.assert_documents_are_equal(await document_store.filter_documents_async(), [doc])
+
+
+async def test_the_haystack_store_s_retriever_runs_hybrid_with_haystack_filters_and_round_trips_in_a_pipeline(
+    settings: SearchSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMBEDDINGS_PROVIDER", "hashing")  # (what the store embeds with when it loads)
+    monkeypatch.setenv("EMBEDDINGS_DIMENSIONS", "64")
+    store = HybridSearchDocumentStore(hosts=settings.url, index=settings.index)
+    written = [
+        HaystackDocument(content="Solar panels convert sunlight into electricity", meta={"year": 2019, "kind": "a"}),
+        HaystackDocument(content="Wind turbines convert wind into electricity", meta={"year": 2021, "kind": "b"}),
+        HaystackDocument(content="Batteries store electricity for the night", meta={"year": 2023, "kind": "a"}),
+        HaystackDocument(content="Bread is baked from flour", meta={"year": 2023, "kind": "c"}, embedding=[0.5] * 3),
+    ]
+    retriever = HaystackRetriever(document_store=store, top_k=2)
+    try:
+        assert await store.write_documents_async(written, policy=DuplicatePolicy.OVERWRITE) == 4
+        pipeline = Pipeline()
+        pipeline.add_component("retriever", retriever)
+        found = (await asyncio.to_thread(pipeline.run, {"retriever": {"query": "sunlight electricity"}}))["retriever"]
+        assert found["documents"][0].id == written[0].id
+        assert len(found["documents"]) == 2
+        assert all(d.score is not None for d in found["documents"])
+        newer = {"field": "meta.year", "operator": ">=", "value": 2021}
+        result = await pipeline.run_async({"retriever": {"query": "electricity", "filters": newer, "top_k": 5}})
+        assert {d.id for d in result["retriever"]["documents"]} == {d.id for d in written[1:]}
+        bread = next(d for d in result["retriever"]["documents"] if d.id == written[3].id)
+        assert bread.embedding == [0.5, 0.5, 0.5]  # (kept as given; the store searched its own vector)
+        assert bread.meta == {"year": 2023, "kind": "c"}
+        restored = Pipeline.loads(pipeline.dumps(), allowed_modules=["storage.integrations.haystack"])
+        kind_a = {"field": "meta.kind", "operator": "==", "value": "a"}
+        again = await asyncio.to_thread(restored.run, {"retriever": {"query": "electricity", "filters": kind_a}})
+        assert {d.id for d in again["retriever"]["documents"]} == {written[0].id, written[2].id}
+        restored.get_component("retriever").document_store.close()  # type: ignore[attr-defined]
+        with pytest.raises(FilterError, match=r"'id' and 'meta\.<key>'") as caught:
+            store.filter_documents({"field": "content", "operator": "==", "value": "x"})
+        assert isinstance(caught.value, InvalidQuery)
+        with pytest.raises(DuplicateDocuments) as duplicate:
+            store.write_documents(written[:1], policy=DuplicatePolicy.FAIL)
+        assert isinstance(duplicate.value, InvalidDocument)
+        assert duplicate.value.ids == [written[0].id]
+    finally:
+        store.close()
+
+
+async def test_a_haystack_elasticsearch_index_moves_into_the_store_in_one_call(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    old = f"{settings.index}-haystack"  # what ElasticsearchDocumentStore writes: each document's to_dict()
+    given = [
+        HaystackDocument(id="a", content="Apple lowered its revenue guidance.", meta={"year": 2024, "page": "3"}),
+        HaystackDocument(id="b", content=None, meta={"year": 2020}),  # (a blob-only document: nothing to search)
+    ]
+    for doc in given:
+        await es.index(index=old, id=doc.id, document={**doc.to_dict(), "embedding": [0.1, 0.2]})
+    await es.indices.refresh(index=old)
+
+    def move() -> None:
+        store = HybridSearchDocumentStore(
+            hosts=settings.url, index=settings.index, embedder=HashingEmbedder(dimensions=64)
+        )
+        try:
+            report = store.import_index(old, batch_size=1)
+            assert report.indexed == ["a"]
+            assert [(f.id, f.reason) for f in report.failed] == [("b", "invalid_document")]  # no content: said
+            (doc,) = store.filter_documents({"field": "meta.year", "operator": ">", "value": 2021})
+            assert doc == HaystackDocument(id="a", content=given[0].content, meta=given[0].meta, embedding=[0.1, 0.2])
+        finally:
+            store.close()
+
+    await asyncio.to_thread(move)

@@ -5,27 +5,31 @@
 - filters: LangChain's ``filter`` (``{key: value}``; a list value means any of them), LlamaIndex's
   ``MetadataFilters`` (read by duck typing: ``filters``, ``condition``; each ``MetadataFilter``'s ``key``,
   ``operator``, ``value``), Haystack's filter dicts (``{"field": "meta.x", "operator": "==", "value": ...}``
-  and ``{"operator": "AND" | "OR" | "NOT", "conditions": [...]}``) — our filter model (``storage._filters``),
-  which the search then validates like any other.
+  and ``{"operator": "AND" | "OR" | "NOT", "conditions": [...]}``) — a list of our filters
+  (``storage._filters``), which the search then validates like any other.
 
-Our model is a conjunction of one condition per field: ``==`` (term), ``in`` (terms), ``>`` ``>=`` ``<``
-``<=`` (a range; several on one field merge), ``== None`` / ``exists``. An ``OR`` of equalities on one field
-is ``in``. What it cannot say (``!=``, ``not in``, ``NOT``, an ``OR`` across fields, text matching) is an
-:class:`~storage.InvalidQuery` naming the operator — never a second filter engine, never a condition
-silently dropped.
+One tree, one translation: a comparison is one of our conditions (``==`` a term, ``in`` terms, ``>`` ``>=``
+``<`` ``<=`` a range, ``== None`` absent, ``!= None`` present), ``!=`` and ``not in`` its :class:`Not`,
+``AND`` / ``OR`` / ``NOT`` an :class:`AllOf` / :class:`AnyOf` / :class:`Not` of the children. The frameworks'
+comparison rules, as their own stores apply them: a range with a string value compares dates (an ISO-8601
+string, else an error), a range with ``None`` matches nothing, ``in`` and ``not in`` take a list. Anything
+else (text matching, a range on a list) is an :class:`~storage.InvalidQuery` naming the operator — never a
+second filter engine, never a condition silently dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 from .._errors import InvalidQuery
-from .._filters import DATE_FIELDS, KEYWORD_FIELDS
+from .._filters import DATE_FIELDS, KEYWORD_FIELDS, AllOf, AnyOf, Exists, Filter, Not, condition
 
 __all__ = [
     "count_argument",
     "haystack_filters",
+    "haystack_store_field",
     "langchain_filter",
     "llama_index_filters",
     "our_field",
@@ -35,6 +39,9 @@ __all__ = [
 _RANGES = {">": "gt", ">=": "gte", "<": "lt", "<=": "lte"}
 #: LlamaIndex's FilterOperator values -> the comparison operators above.
 _LLAMA_OPERATORS = {"==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<=", "in": "in", "nin": "not in"}
+_OPERATORS = ("==", "!=", "in", "not in", "exists", *_RANGES)
+#: A framework's filter, translated: our filters, all of which must hold (None: no filter).
+Translated = list[Filter] | None
 
 
 def count_argument(name: str, value: Any) -> int:
@@ -55,35 +62,63 @@ def our_field(key: str) -> str:
     return f"metadata.{bare}"
 
 
-def _add(out: dict[str, Any], field: str, op: str, value: Any) -> None:
-    """``field op value`` into the conjunction ``out``."""
-    have = out.get(field)
+def _range_bound(field: str, op: str, value: Any) -> Any:
+    """A range's value as the frameworks compare it: numbers as numbers, a string as an ISO-8601 date."""
+    if isinstance(value, str) and field.startswith("metadata."):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidQuery(f"filter {field} {op} {value!r}: a string compares only as an ISO-8601 date") from None
+    if isinstance(value, list | tuple | dict | set):
+        raise InvalidQuery(f"filter {field} {op}: a range needs one value, got {type(value).__name__}")
+    return value
+
+
+def _values(field: str, op: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidQuery(f"filter {field} {op} ...: the value must be a list, got {type(value).__name__}")
+    return value
+
+
+def _comparison(field: str, op: Any, value: Any) -> Filter:
+    """``field op value`` as one of our filters."""
     if op in _RANGES:
         if value is None:
-            raise InvalidQuery(f"filter {field} {op} None: a range needs a value")
-        if have is not None and not (isinstance(have, dict) and "exists" not in have):
-            raise InvalidQuery(f"filter on {field}: a range cannot be combined with another condition on it")
-        bounds = dict(have or {})
-        if _RANGES[op] in bounds:
-            raise InvalidQuery(f"filter on {field}: two '{op}' bounds")
-        bounds[_RANGES[op]] = value
-        out[field] = bounds
-        return
-    if have is not None:
-        raise InvalidQuery(f"filter on {field}: two conditions on one field can only be range bounds")
-    if op == "==":
-        out[field] = {"exists": False} if value is None else value
-    elif op == "in":
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            raise InvalidQuery(f"filter {field} in ...: the value must be a list, got {type(value).__name__}")
-        out[field] = list(value)
-    elif op == "exists":
-        out[field] = {"exists": bool(value)}
-    else:
-        raise InvalidQuery(
-            f"the filter operator {op!r} (on {field}) is not supported: use ==, in, >, >=, <, <= (combined with "
-            "AND), or an OR of == on one field"
-        )
+            return AnyOf(())  # (nothing compares with None)
+        return condition(field, {_RANGES[op]: _range_bound(field, op, value)})
+    if op in ("==", "!="):
+        if value is None:
+            return Exists(field, op == "!=")
+        equal = condition(field, value)
+        return equal if op == "==" else Not((equal,))
+    if op in ("in", "not in"):
+        values = _values(field, op, value)
+        positive: Filter = condition(field, values) if values else AnyOf(())
+        return positive if op == "in" else Not((positive,))
+    if op == "exists":
+        return Exists(field, bool(value))
+    raise InvalidQuery(f"the filter operator {op!r} (on {field}) is not supported: use one of {', '.join(_OPERATORS)}")
+
+
+def _tree(node: tuple[Any, ...], field: Callable[[str], str]) -> Filter:
+    """A tree of ``("cmp", field, op, value)`` / ``("AND" | "OR" | "NOT", [children])`` as one of our filters,
+    each field name read by ``field``."""
+    kind = node[0]
+    if kind == "cmp":
+        return _comparison(field(node[1]), node[2], node[3])
+    children = tuple(_tree(child, field) for child in node[1])
+    if kind == "AND":
+        return AllOf(children)
+    if kind == "OR":
+        return AnyOf(children)
+    if kind == "NOT":
+        return Not(children)
+    raise InvalidQuery(f"the logical filter operator {kind!r} is not supported: use AND, OR or NOT")
+
+
+def _translate(tree: tuple[Any, ...], field: Callable[[str], str] = our_field) -> list[Filter]:
+    top = _tree(tree, field)
+    return list(top.filters) if isinstance(top, AllOf) else [top]
 
 
 def store_field(key: str) -> str:
@@ -94,48 +129,22 @@ def store_field(key: str) -> str:
     return f"metadata.{key.removeprefix('meta.').removeprefix('metadata.')}"
 
 
-def _conjunction(node: tuple[Any, ...], out: dict[str, Any], field: Callable[[str], str] = our_field) -> None:
-    """A tree of ``("cmp", field, op, value)`` / ``("AND" | "OR" | "NOT", [children])`` into ``out``, each
-    field name read by ``field``."""
-    kind = node[0]
-    if kind == "cmp":
-        _add(out, field(node[1]), node[2], node[3])
-    elif kind == "AND":
-        for child in node[1]:
-            _conjunction(child, out, field)
-    elif kind == "OR":
-        children = node[1]
-        fields = {field(c[1]) for c in children if c[0] == "cmp"}
-        if children and all(c[0] == "cmp" and c[2] in ("==", "in") for c in children) and len(fields) == 1:
-            values: list[Any] = []
-            for c in children:
-                values += list(c[3]) if c[2] == "in" else [c[3]]
-            _add(out, fields.pop(), "in", values)
-        else:
-            raise InvalidQuery("the filter operator 'OR' is supported only between == (or in) conditions on one field")
-    else:
-        raise InvalidQuery(f"the filter operator {kind!r} is not supported: use AND, or OR between == on one field")
-
-
-def _translate(tree: tuple[Any, ...], field: Callable[[str], str] = our_field) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    _conjunction(tree, out, field)
-    return out
-
-
-def langchain_filter(value: Any, *, store: bool = False) -> dict[str, Any] | None:
+def langchain_filter(value: Any, *, store: bool = False) -> Translated:
     """LangChain's ``filter``: ``{key: value}`` (a list: any of them); None: no filter. ``store``: the keys
     are a store's document metadata (:func:`store_field`)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
         raise InvalidQuery(f"filter must be a mapping {{key: value}}, got {type(value).__name__}")
-    tree = ("AND", [("cmp", k, "in" if isinstance(v, list | tuple) else "==", v) for k, v in value.items()])
+    tree = (
+        "AND",
+        [("cmp", k, "in", list(v)) if isinstance(v, list | tuple) else ("cmp", k, "==", v) for k, v in value.items()],
+    )
     return _translate(tree, store_field if store else our_field)
 
 
 def _llama_tree(filters: Any) -> tuple[Any, ...]:
-    condition = str(getattr(getattr(filters, "condition", None), "value", getattr(filters, "condition", "and")))
+    kind = str(getattr(getattr(filters, "condition", None), "value", getattr(filters, "condition", "and")))
     children: list[tuple[Any, ...]] = []
     for f in getattr(filters, "filters", []) or []:
         if hasattr(f, "filters"):  # nested MetadataFilters
@@ -145,16 +154,13 @@ def _llama_tree(filters: Any) -> tuple[Any, ...]:
         if op not in _LLAMA_OPERATORS:
             raise InvalidQuery(f"the filter operator {op!r} (on {getattr(f, 'key', '?')}) is not supported")
         children.append(("cmp", f.key, _LLAMA_OPERATORS[op], f.value))
-    kind = condition.upper()
-    if kind == "NOT":
-        raise InvalidQuery("the filter condition 'not' is not supported: use AND, or OR between == on one field")
-    return (kind, children)
+    return (kind.upper(), children)
 
 
-def llama_index_filters(filters: Any, *, store: bool = False) -> dict[str, Any] | None:
-    """LlamaIndex's ``MetadataFilters`` (operators ``==``, ``in``, ``>``, ``>=``, ``<``, ``<=``; conditions
-    ``and``, ``or`` of equalities on one key; nested) as our filter model; None: no filter. ``store``: the
-    keys are a store's node metadata (:func:`store_field`)."""
+def llama_index_filters(filters: Any, *, store: bool = False) -> Translated:
+    """LlamaIndex's ``MetadataFilters`` (operators ``==``, ``!=``, ``in``, ``nin``, ``>``, ``>=``, ``<``,
+    ``<=``; conditions ``and``, ``or``, ``not``; nested) as our filters; None: no filter. ``store``: the keys
+    are a store's node metadata (:func:`store_field`)."""
     if filters is None:
         return None
     if not hasattr(filters, "filters"):
@@ -162,29 +168,40 @@ def llama_index_filters(filters: Any, *, store: bool = False) -> dict[str, Any] 
     return _translate(_llama_tree(filters), store_field if store else our_field)
 
 
+def haystack_store_field(key: str) -> str:
+    """A Haystack document store's field as ours: ``meta.<key>`` is ``metadata.<key>``, ``id`` the document's
+    id; the content (or an embedding) is not a filter field."""
+    if key == "id":
+        return "id"
+    if not isinstance(key, str) or not key.startswith("meta.") or key == "meta.":
+        raise InvalidQuery(f"filter field {key!r}: a document store filters on 'id' and 'meta.<key>' fields")
+    return store_field(key)
+
+
 def _haystack_tree(node: Any) -> tuple[Any, ...]:
     if not isinstance(node, Mapping) or "operator" not in node:
         raise InvalidQuery(f"a Haystack filter needs an 'operator', got {node!r}"[:200])
     op = node["operator"]
-    if "conditions" in node:
-        if op not in ("AND", "OR", "NOT"):
-            raise InvalidQuery(f"the logical filter operator {op!r} is not supported: use AND or OR")
-        conditions = node["conditions"]
+    if "conditions" in node and op not in ("AND", "OR", "NOT"):
+        raise InvalidQuery(f"the logical filter operator {op!r} is not supported: use AND, OR or NOT")
+    if op in ("AND", "OR", "NOT"):
+        conditions = node.get("conditions")
         if not isinstance(conditions, list):
-            raise InvalidQuery("a Haystack filter's 'conditions' must be a list")
+            raise InvalidQuery(f"the Haystack filter operator {op!r} needs a list of 'conditions'")
         return (op, [_haystack_tree(c) for c in conditions])
     if "field" not in node or "value" not in node:
         raise InvalidQuery("a Haystack comparison needs 'field', 'operator' and 'value'")
     return ("cmp", node["field"], op, node["value"])
 
 
-def haystack_filters(filters: Any) -> dict[str, Any] | None:
-    """Haystack's filter syntax as our filter model; a mapping without ``operator`` is taken as our model
-    already (what our retriever's options always took); None: no filter."""
-    if filters is None:
+def haystack_filters(filters: Any, *, store: bool = False) -> dict[str, Any] | Translated:
+    """Haystack's filter syntax as our filters; None (or, for a store, ``{}``): no filter. A mapping without
+    ``operator`` is taken as our model already (what our retriever's options always took) — not for a
+    ``store``, whose filters are Haystack's (fields ``id`` and ``meta.<key>``: :func:`haystack_store_field`)."""
+    if filters is None or (store and filters == {}):
         return None
     if not isinstance(filters, Mapping):
         raise InvalidQuery(f"filters must be a mapping, got {type(filters).__name__}")
-    if not {"operator", "field", "conditions"} & set(filters):
+    if not store and not {"operator", "field", "conditions"} & set(filters):
         return dict(filters)
-    return _translate(_haystack_tree(filters))
+    return _translate(_haystack_tree(filters), haystack_store_field if store else our_field)

@@ -14,11 +14,12 @@ of our index without losing anything, on the client the retrievers use.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from elasticsearch.helpers import async_scan
 from pydantic import SecretStr, ValidationError
@@ -27,15 +28,15 @@ from embeddings import Embedder
 
 from .._client import SearchClient
 from .._errors import ConfigurationError, DocumentsNotIndexed, InvalidDocument, InvalidQuery
-from .._filters import parse_filters, to_es_filters
-from .._models import METADATA_KEY, Document, FailedDocument, IndexReport
+from .._filters import FilterInput
+from .._models import METADATA_KEY, Document, FailedDocument, IndexReport, embedding_text
 from .._requests import SearchRequest
 from .._results import SearchHit
 from .._settings import SearchSettings
 from ._bridge import ClientBridge
 from ._dialects import count_argument
 
-__all__ = ["StoreCore", "Stored", "open_store", "our_documents", "stored"]
+__all__ = ["StoreCore", "Stored", "document_fields", "open_store", "our_documents", "stored"]
 
 #: Stored fields that are ours, not a document's metadata (a document written by our own API).
 _OURS = frozenset({"title", "text", "payload", "content_hash", "metadata"})
@@ -63,27 +64,51 @@ def our_documents(
     nothing is sent."""
     out: list[Document] = []
     for position, (doc_id, content, metadata) in enumerate(items):
-        fields = _filterable(dict(metadata or {}))
-        if payloads is not None:
-            fields["payload"] = dict(payloads[position])
+        payload = payloads[position] if payloads is not None else None
         try:
-            out.append(Document(id=doc_id or str(uuid.uuid4()), text=content, **fields))
+            out.append(Document(**document_fields(doc_id or str(uuid.uuid4()), content, metadata, payload)))
         except ValidationError as exc:
             reason = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
             raise InvalidDocument(f"document {position}: {reason}", position=position) from None
     return out
 
 
+def document_fields(
+    doc_id: str, text: str, metadata: Mapping[str, Any] | None, payload: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One framework document's fields as ours, not yet validated (``index_documents`` reports one that is
+    not valid): its text, its metadata kept as the ``payload`` (or ``payload`` when given) and its scalars
+    filterable."""
+    fields = _filterable(dict(metadata or {}))
+    if payload is not None:
+        fields["payload"] = dict(payload)
+    return {**fields, "id": doc_id, "text": text}
+
+
 def _filterable(given: dict[str, Any]) -> dict[str, Any]:
-    """A document's ``payload`` (the metadata as given) and ``metadata`` (its string values, where our filters
-    read them)."""
-    filterable = {
-        key: value
-        for key, value in given.items()
-        if METADATA_KEY.fullmatch(key)
-        and (isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)))
-    }
+    """A document's ``payload`` (the metadata as given) and ``metadata`` (its scalar values — strings, numbers,
+    booleans, or lists of them — as keywords where our filters read them; a number or ISO date is compared as
+    one through the keyword's sub-fields)."""
+    filterable: dict[str, str | list[str]] = {}
+    for key, value in given.items():
+        if not METADATA_KEY.fullmatch(key):
+            continue
+        if isinstance(value, list) and value and all(_keyword(v) is not None for v in value):
+            filterable[key] = [cast(str, _keyword(v)) for v in value]
+        elif (word := _keyword(value)) is not None:
+            filterable[key] = word
     return {"payload": given, "metadata": filterable}
+
+
+def _keyword(value: object) -> str | None:
+    """A scalar as the keyword Elasticsearch makes of it in a query (``true``, ``2``, ``2.5``); None: not one."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and math.isfinite(value):
+        return repr(value)
+    return None
 
 
 def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = None) -> Stored:
@@ -92,7 +117,7 @@ def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = No
     else:
         metadata = {k: v for k, v in source.items() if k not in _OURS} | dict(source.get("metadata") or {})
     title, text = str(source.get("title") or ""), str(source.get("text") or "")
-    content = f"{title}\n\n{text}" if title and text else title or text
+    content = embedding_text(title, text) if title else text  # (a store's own document: its text as given)
     if hit is None:
         return Stored(doc_id, content, metadata)
     return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
@@ -169,35 +194,56 @@ class StoreCore:
         await (await self._client(client)).delete_documents(list(ids), refresh=self.refresh)
         return True
 
-    async def matching(self, client: SearchClient, filters: Mapping[str, Any] | None) -> list[str]:
-        """The ids of every document ``filters`` (our model; None: all) match, read with a scroll."""
-        c = await self._client(client)
-        clauses = to_es_filters(parse_filters(dict(filters))) if filters else []
-        body = {"query": {"bool": {"filter": clauses}}, "_source": False}  # (the helper's query is the body)
-        return [str(h["_id"]) async for h in async_scan(c.elasticsearch, index=c.index, query=body)]
+    async def count(self, client: SearchClient, filters: FilterInput = None) -> int:
+        """How many documents ``filters`` (our model; None: all) match."""
+        return await (await self._client(client)).count(filters=filters)
 
-    async def delete_matching(self, client: SearchClient, filters: Mapping[str, Any] | None) -> None:
-        """Delete every document ``filters`` match (None: every document)."""
+    async def existing(self, client: SearchClient, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the index holds."""
+        return await (await self._client(client)).existing(list(ids))
+
+    async def filtered(self, client: SearchClient, filters: FilterInput) -> list[Stored]:
+        """Every document ``filters`` (our model; None: all) match."""
+        return await self.get(client, await self.matching(client, filters))
+
+    async def matching(self, client: SearchClient, filters: FilterInput) -> list[str]:
+        """The ids of every document ``filters`` (our model; None: all) match."""
+        return await (await self._client(client)).matching_ids(filters)
+
+    async def delete_matching(self, client: SearchClient, filters: FilterInput) -> int:
+        """Delete every document ``filters`` match (None: every document); how many were deleted."""
         ids = await self.matching(client, filters)
         c = await self._client(client)
+        deleted = 0
         for start in range(0, len(ids), 1000):
-            await c.delete_documents(ids[start : start + 1000])
+            deleted += len(await c.delete_documents(ids[start : start + 1000]))
         if self.refresh:
             await c.refresh()
+        return deleted
+
+    async def delete_all(self, client: SearchClient, *, recreate: bool = False) -> None:
+        """Delete every document; ``recreate``: the index itself, created anew (empty, today's mapping)."""
+        if not recreate:
+            await self.delete_matching(client, None)
+            return
+        await client.delete_index()
+        self._ready = False
+        await self._client(client)
 
     async def import_index(
         self,
         client: SearchClient,
         index: str,
         *,
-        text_field: str,
-        metadata_field: str,
+        convert: Callable[[str, Mapping[str, Any]], Document | dict[str, Any]],
+        fields: Sequence[str] | None,
         batch_size: int,
     ) -> IndexReport:
-        """Every document of ``index`` (an index a framework's Elasticsearch store filled: its text in
-        ``text_field``, its metadata in ``metadata_field``) indexed here under its id, embedded by this
-        store's embedder; read with elasticsearch-py's ``async_scan`` (a scroll), written ``batch_size`` at a
-        time. One that cannot be indexed (no text) is reported in ``failed``, the others are written."""
+        """Every document of ``index`` (an index a framework's Elasticsearch store filled) indexed here under its
+        id, embedded by this store's embedder: ``convert(id, _source)`` makes each one ours (``fields``: the
+        ``_source`` fields it reads; None: all). Read with elasticsearch-py's ``async_scan`` (a scroll),
+        written ``batch_size`` at a time. One that cannot be indexed (no text) is reported in ``failed``, the
+        others are written."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidQuery(f"batch_size must be a whole number >= 1, got {batch_size!r}")
         c = await self._client(client)
@@ -205,19 +251,17 @@ class StoreCore:
         indexed: list[str] = []
         failed: list[FailedDocument] = []
 
-        async def flush(batch: list[dict[str, Any]]) -> None:
+        async def flush(batch: list[Document | dict[str, Any]]) -> None:
             report = await c.index_documents(batch, refresh=False)
             indexed.extend(report.indexed)
             failed.extend(report.failed)
 
-        batch: list[dict[str, Any]] = []
-        body = {"query": {"match_all": {}}, "_source": [text_field, metadata_field]}
-        hits = async_scan(c.elasticsearch, index=index, size=batch_size, query=body)
-        async for hit in hits:
-            source = hit.get("_source") or {}
-            metadata = source.get(metadata_field)
-            given = dict(metadata) if isinstance(metadata, Mapping) else {}
-            batch.append({**_filterable(given), "id": str(hit["_id"]), "text": str(source.get(text_field) or "")})
+        batch: list[Document | dict[str, Any]] = []
+        body: dict[str, Any] = {"query": {"match_all": {}}}
+        if fields is not None:
+            body["_source"] = list(fields)
+        async for hit in async_scan(c.elasticsearch, index=index, size=batch_size, query=body):
+            batch.append(convert(str(hit["_id"]), hit.get("_source") or {}))
             if len(batch) >= batch_size:
                 await flush(batch)
                 batch = []
@@ -233,7 +277,7 @@ class StoreCore:
         query: str,
         *,
         k: Any,
-        filters: dict[str, Any] | None = None,
+        filters: FilterInput = None,
         options: Mapping[str, Any] | None = None,
     ) -> list[Stored]:
         """``k`` results (the framework's count, checked: a whole number), ``filters`` in our model (the

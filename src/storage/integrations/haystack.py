@@ -1,4 +1,4 @@
-"""Our hybrid search as a Haystack component (``pip install 'hybrid-search-es[haystack]'``).
+"""Our hybrid search as a Haystack document store and component (``pip install 'hybrid-search-es[haystack]'``).
 
 ::
 
@@ -15,30 +15,314 @@ A ``haystack-ai`` ``@component`` with ``run`` and ``run_async`` (for ``AsyncPipe
 ``rrf`` retriever Basic refuses. It returns ``documents``: each a Haystack
 :class:`~haystack.dataclasses.Document` with the hit's id, the title and text as ``content``, the score
 that ordered the list, and our provenance in ``meta`` (``id``, scores, per-leg ranks and scores,
-highlights, ``degraded`` / ``partial``). ``filters`` take this library's filter model
-(``{"ticker": "AAPL", "published_at": {"gte": "2024-01-01"}}``), not Haystack's filter syntax;
-``top_k`` overrides ``limit``. Built ``from_settings`` it serializes with its pipeline (``to_dict``: the
+highlights, ``degraded`` / ``partial``). ``filters`` take Haystack's filter syntax or this library's
+filter model (``{"ticker": "AAPL", "published_at": {"gte": "2024-01-01"}}``); ``top_k`` overrides
+``limit``. Built ``from_settings`` it serializes with its pipeline (``to_dict``: the
 options only; the connection comes from the environment where the pipeline is loaded).
+
+:class:`HybridSearchDocumentStore` is a Haystack ``DocumentStore``, a drop-in for
+``ElasticsearchDocumentStore`` (``hosts``, ``index``, ``api_key``; or ``client=`` a shared
+:class:`SearchClient`)::
+
+    store = HybridSearchDocumentStore(hosts="http://localhost:9200", index="my-docs")
+    store.write_documents(documents, policy=DuplicatePolicy.OVERWRITE)
+    store.filter_documents({"field": "meta.year", "operator": ">=", "value": 2020})
+    pipeline.add_component("retriever", HybridSearchRetriever(document_store=store, top_k=5))
+
+A Haystack document is kept whole (its ``to_dict``: content, meta with its types, embedding, blob) and comes
+back equal to what was written; its content is embedded by the store's embedder (the document's own
+``embedding`` is kept, not searched). ``filter_documents`` takes Haystack's whole filter syntax (fields
+``id`` and ``meta.<key>``; numbers and ISO dates compared as such), translated once into our filter model.
+Errors are Haystack's and ours at once: :class:`FilterNotSupported` (a ``FilterError`` and an
+:class:`~storage.InvalidQuery`), :class:`DuplicateDocuments` (a ``DuplicateDocumentError`` and an
+:class:`~storage.InvalidDocument`), :class:`NotDocuments` (a ``ValueError`` and an ``InvalidDocument``).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
+    from haystack.document_stores.errors import DuplicateDocumentError
+    from haystack.document_stores.types import DuplicatePolicy
+    from haystack.errors import FilterError
+    from haystack.utils import Secret, deserialize_secrets_inplace
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the Haystack component needs the 'haystack' extra: pip install 'hybrid-search-es[haystack]'"
     ) from exc
 
+from embeddings import Embedder
+
 from .._client import SearchClient
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, InvalidDocument, InvalidQuery
+from .._filters import Filter
+from .._models import IndexReport
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, haystack_filters
+from ._store import StoreCore, Stored, document_fields, open_store, our_documents
 
-__all__ = ["HybridSearchRetriever"]
+__all__ = [
+    "DuplicateDocuments",
+    "FilterNotSupported",
+    "HybridSearchDocumentStore",
+    "HybridSearchRetriever",
+    "NotDocuments",
+]
+
+
+class FilterNotSupported(InvalidQuery, FilterError):
+    """A Haystack filter that is malformed or that our filter model refuses (names what and why)."""
+
+
+class DuplicateDocuments(InvalidDocument, DuplicateDocumentError):
+    """``write_documents`` with ``DuplicatePolicy.FAIL`` (or ``NONE``) met ids the store holds (or a batch
+    that repeats one): nothing was written. ``.ids``: those ids."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.ids = list(ids)
+        shown = ", ".join(self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
+        super().__init__(
+            f"{len(self.ids)} document id(s) already written: {shown}; nothing was written "
+            "(policy=DuplicatePolicy.OVERWRITE replaces them, SKIP leaves them)"
+        )
+
+
+class NotDocuments(InvalidDocument, ValueError):
+    """``write_documents`` was given something other than a list of Haystack ``Document`` objects."""
+
+
+@contextlib.contextmanager
+def _as_filter_error() -> Iterator[None]:
+    try:
+        yield
+    except FilterNotSupported:
+        raise
+    except InvalidQuery as exc:
+        raise FilterNotSupported(str(exc)) from None
+
+
+def _store_filters(filters: dict[str, Any] | None) -> list[Filter] | None:
+    """Haystack's filter syntax, for a store (fields ``id`` and ``meta.<key>``), as our filters."""
+    with _as_filter_error():
+        ours = haystack_filters(filters, store=True)
+    return ours if isinstance(ours, list) else None
+
+
+#: The key of a Haystack document's serialized form in our ``payload``.
+_PAYLOAD_KEY = "haystack"
+
+
+def _stored_document(found: Stored) -> Document:
+    """A stored Haystack document as it was written (with the hit's score), or one our own API wrote."""
+    kept = found.metadata.get(_PAYLOAD_KEY)
+    if isinstance(kept, dict) and set(found.metadata) == {_PAYLOAD_KEY}:
+        return Document.from_dict({**kept, "score": found.score})
+    return Document(id=found.id, content=found.content, meta=found.metadata, score=found.score)
+
+
+def _payload(doc: Document) -> dict[str, Any]:
+    """What a Haystack document keeps in our ``payload``: the whole of it (but a search's score)."""
+    return {_PAYLOAD_KEY: {**doc.to_dict(flatten=False), "score": None}}
+
+
+def _ours(documents: Sequence[Document]) -> list[Any]:
+    return our_documents([(d.id, d.content or "", d.meta) for d in documents], [_payload(d) for d in documents])
+
+
+def _checked(documents: Any) -> list[Document]:
+    if not isinstance(documents, list):
+        raise NotDocuments(f"write_documents takes a list of Documents, got {type(documents).__name__}")
+    for position, d in enumerate(documents):
+        if not isinstance(d, Document):
+            raise NotDocuments(f"document {position} is a {type(d).__name__}, not a Document", position=position)
+    return documents
+
+
+class HybridSearchDocumentStore:
+    """Haystack's ``DocumentStore`` on our index: a drop-in for ``ElasticsearchDocumentStore``.
+
+    Built like that one — ``hosts`` (a URL), ``index``, ``api_key`` (a Haystack ``Secret``; default the
+    ``ES_*`` environment, as for every client of ours) — or on ``client``: a :class:`SearchClient` shared with
+    retrievers and other stores (yours to close). ``embedder``: what embeds the documents' content (default
+    ours, ``EMBEDDINGS_*``). ``refresh`` (default True): a write is visible to reads when it returns.
+    """
+
+    def __init__(
+        self,
+        *,
+        hosts: str | None = None,
+        index: str | None = None,
+        api_key: Secret | None = None,
+        client: SearchClient | None = None,
+        settings: SearchSettings | None = None,
+        embedder: Embedder | None = None,
+        refresh: bool = True,
+    ) -> None:
+        if hosts is not None and not isinstance(hosts, str):
+            raise ConfigurationError(f"hosts must be one URL (a string), got {type(hosts).__name__}")
+        self._init: dict[str, Any] = {"hosts": hosts, "index": index, "refresh": refresh}
+        self._api_key = api_key
+        self._serializable = client is None and settings is None and embedder is None
+        key = api_key.resolve_value() if api_key is not None else None
+        self._core: StoreCore = open_store(
+            client,
+            settings=settings,
+            embedder=embedder,
+            foreign=False,
+            refresh=refresh,
+            index=index,
+            url=hosts,
+            api_key=key,
+        )
+
+    @property
+    def core(self) -> StoreCore:
+        """The store's core (its client bridge and calls): what a :class:`HybridSearchRetriever` on this
+        store searches through."""
+        return self._core
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its construction arguments (an ``api_key`` as its ``Secret`` says: an environment variable's name,
+        never a token); a store built on a client or explicit settings cannot be serialized."""
+        if not self._serializable:
+            raise ConfigurationError(
+                "a HybridSearchDocumentStore built from a SearchClient, settings or an embedder cannot be "
+                "serialized: build it with hosts=/index=/api_key= (or the ES_* environment)"
+            )
+        key = self._api_key.to_dict() if self._api_key is not None else None
+        return default_to_dict(self, **self._init, api_key=key)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HybridSearchDocumentStore:
+        deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
+        return default_from_dict(cls, data)
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def count_documents(self) -> int:
+        return self._core.bridge.run(lambda c: self._core.count(c))
+
+    async def count_documents_async(self) -> int:
+        return await self._core.bridge.arun(lambda c: self._core.count(c))
+
+    def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
+        ours = _store_filters(filters)
+        return self._core.bridge.run(lambda c: self._core.count(c, ours))
+
+    async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
+        ours = _store_filters(filters)
+        return await self._core.bridge.arun(lambda c: self._core.count(c, ours))
+
+    def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
+        """Every document ``filters`` (Haystack's syntax; None or ``{}``: all) match."""
+        ours = _store_filters(filters)
+        return [_stored_document(s) for s in self._core.bridge.run(lambda c: self._core.filtered(c, ours))]
+
+    async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
+        ours = _store_filters(filters)
+        return [_stored_document(s) for s in await self._core.bridge.arun(lambda c: self._core.filtered(c, ours))]
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
+        """Write ``documents``; how many were written. ``policy``: ``OVERWRITE`` replaces a document of the
+        same id, ``SKIP`` leaves it, ``FAIL`` and ``NONE`` (the default, as Elasticsearch's store) raise
+        :class:`DuplicateDocuments` and write nothing."""
+        given = _checked(documents)
+        return self._core.bridge.run(lambda c: self._write(c, given, policy))
+
+    async def write_documents_async(
+        self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
+    ) -> int:
+        given = _checked(documents)
+        return await self._core.bridge.arun(lambda c: self._write(c, given, policy))
+
+    async def _write(self, client: SearchClient, documents: list[Document], policy: DuplicatePolicy) -> int:
+        if policy == DuplicatePolicy.OVERWRITE:
+            chosen = list({d.id: d for d in documents}.values())  # (the last of an id given twice)
+        else:
+            first: dict[str, Document] = {}
+            for d in documents:
+                first.setdefault(d.id, d)
+            held = await self._core.existing(client, list(first))
+            if policy == DuplicatePolicy.SKIP:
+                chosen = [d for i, d in first.items() if i not in held]
+            elif held or len(first) < len(documents):
+                repeated = {i for i, n in Counter(d.id for d in documents).items() if n > 1}
+                raise DuplicateDocuments(sorted(held | repeated))
+            else:
+                chosen = list(first.values())
+        await self._core.add(client, _ours(chosen))
+        return len(chosen)
+
+    def delete_documents(self, document_ids: list[str]) -> None:
+        """Delete the documents of ``document_ids`` (an id the store does not hold is not an error)."""
+        self._core.bridge.run(lambda c: self._core.delete(c, document_ids))
+
+    async def delete_documents_async(self, document_ids: list[str]) -> None:
+        await self._core.bridge.arun(lambda c: self._core.delete(c, document_ids))
+
+    def delete_by_filter(self, filters: dict[str, Any]) -> int:
+        """Delete every document ``filters`` match; how many."""
+        ours = _store_filters(filters)
+        return self._core.bridge.run(lambda c: self._core.delete_matching(c, ours))
+
+    async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
+        ours = _store_filters(filters)
+        return await self._core.bridge.arun(lambda c: self._core.delete_matching(c, ours))
+
+    def delete_all_documents(self, recreate_index: bool = False) -> None:
+        """Delete every document; ``recreate_index``: delete the index itself and create it anew."""
+        self._core.bridge.run(lambda c: self._core.delete_all(c, recreate=recreate_index))
+
+    async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
+        await self._core.bridge.arun(lambda c: self._core.delete_all(c, recreate=recreate_index))
+
+    def import_index(self, index: str, *, batch_size: int = 500) -> IndexReport:
+        """Copy an index Haystack's ``ElasticsearchDocumentStore`` filled (each ``_source`` a document's
+        ``to_dict()``; ids kept) into this store, embedded by this store's embedder: the move from
+        ``ElasticsearchDocumentStore`` in one call. Returns the report (every document in ``indexed`` or
+        ``failed``)."""
+
+        def convert(doc_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+            given = {k: v for k, v in source.items() if k not in ("score", "sparse_embedding")}
+            doc = Document.from_dict({**given, "id": doc_id})
+            return document_fields(doc.id, doc.content or "", doc.meta, _payload(doc))
+
+        return self._core.bridge.run(
+            lambda c: self._core.import_index(c, index, convert=convert, fields=None, batch_size=batch_size)
+        )
+
+    # -- search (the retriever's) ----------------------------------------------------------------------
+
+    def _search(
+        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any]
+    ) -> list[Document]:
+        ours = _store_filters(filters)
+        found = self._core.bridge.run(lambda c: self._core.search(c, query, k=top_k, filters=ours, options=options))
+        return [_stored_document(s) for s in found]
+
+    async def _asearch(
+        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any]
+    ) -> list[Document]:
+        ours = _store_filters(filters)
+        found = await self._core.bridge.arun(
+            lambda c: self._core.search(c, query, k=top_k, filters=ours, options=options)
+        )
+        return [_stored_document(s) for s in found]
+
+    def close(self) -> None:
+        """Close the client this store made (a client you gave stays open)."""
+        self._core.bridge.close()
+
+    async def aclose(self) -> None:
+        await self._core.bridge.aclose()
 
 
 def _document(hit: Retrieved) -> Document:
@@ -64,8 +348,13 @@ class HybridSearchRetriever:
     (``close()`` it when done). ``options`` are :meth:`SearchClient.search` arguments (``mode``, ``limit``,
     ``filters``, ``tenant_id``, ``rerank``, ``fusion``, ``strict``...), and Haystack's own: ``top_k``
     (``limit``) and ``filters`` in Haystack's syntax (``{"field": "meta.x", "operator": "==", "value": ..}``,
-    ``AND``/``OR`` conditions). ``content``: a document holds a long document's best passages (``passages``,
-    the default) or its whole text (``text``).
+    ``AND``/``OR``/``NOT`` conditions). ``content``: a document holds a long document's best passages
+    (``passages``, the default) or its whole text (``text``).
+
+    ``HybridSearchRetriever(document_store=store, top_k=10, filters=None, **options)``: the retriever of a
+    :class:`HybridSearchDocumentStore` (as ``ElasticsearchBM25Retriever`` is of its store): the store's
+    documents as they were written, with the score that ordered them; ``filters`` in Haystack's syntax on
+    the store's fields; ``to_dict`` holds the store's own.
     """
 
     def __init__(
@@ -73,24 +362,50 @@ class HybridSearchRetriever:
         *,
         client: SearchClient | None = None,
         settings: SearchSettings | None = None,
+        document_store: HybridSearchDocumentStore | None = None,
         content: Content = "passages",
         **options: Any,
     ) -> None:
         self._options = dict(options)  # (as given: what to_dict writes)
+        self._store = document_store
+        if document_store is not None:
+            if not isinstance(document_store, HybridSearchDocumentStore):
+                raise ConfigurationError(
+                    f"document_store must be a HybridSearchDocumentStore, got {type(document_store).__name__}"
+                )
+            if client is not None or settings is not None:
+                raise ConfigurationError("a document_store has its client: pass document_store alone")
+            self._top_k = count_argument("top_k", options.pop("top_k", 10))
+            self._filters = options.pop("filters", None)
+            _store_filters(self._filters)  # (checked now: a bad filter is a construction error)
+            self._store_options = check_options(options)
+            return
         ours = {**options, **_overrides(options.pop("filters", None), options.pop("top_k", None))}
         check_options(ours)
         self._content = content
         self._from_settings = client is None and settings is None
         self._core = RetrieverCore(client, settings=settings, options=ours, content=content)
 
+    @property
+    def document_store(self) -> HybridSearchDocumentStore | None:
+        """The document store this retriever searches (None: it runs on a client)."""
+        return self._store
+
     @classmethod
     def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:
         """A retriever with a client of its own, made from ``settings`` (default: the environment)."""
         return cls(settings=settings, **options)
 
+    def _store_call(self, filters: dict[str, Any] | None, top_k: int | None) -> tuple[Any, int]:
+        return (self._filters if filters is None else filters), (
+            self._top_k if top_k is None else count_argument("top_k", top_k)
+        )
+
     @component.output_types(documents=list[Document])
     def run(self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None) -> dict[str, Any]:
         """The documents for ``query`` (``filters`` and ``top_k`` override the component's options)."""
+        if self._store is not None:
+            return {"documents": self._store._search(query, *self._store_call(filters, top_k), self._store_options)}
         return {"documents": [_document(h) for h in self._core.search(query, **_overrides(filters, top_k))]}
 
     @component.output_types(documents=list[Document])
@@ -98,12 +413,17 @@ class HybridSearchRetriever:
         self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None
     ) -> dict[str, Any]:
         """:meth:`run`, for ``AsyncPipeline`` and async callers."""
+        if self._store is not None:
+            found = await self._store._asearch(query, *self._store_call(filters, top_k), self._store_options)
+            return {"documents": found}
         hits = await self._core.asearch(query, **_overrides(filters, top_k))
         return {"documents": [_document(h) for h in hits]}
 
     def to_dict(self) -> dict[str, Any]:
         """The component's options (never a connection or a secret): a pipeline that loads it makes its
-        client from the environment."""
+        client from the environment — or, on a document store, the store's own ``to_dict``."""
+        if self._store is not None:
+            return default_to_dict(self, document_store=self._store.to_dict(), **self._options)
         if not self._from_settings:
             raise ConfigurationError(
                 "a HybridSearchRetriever built from a SearchClient (or explicit settings) cannot be serialized: "
@@ -113,11 +433,17 @@ class HybridSearchRetriever:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HybridSearchRetriever:
+        params = data.get("init_parameters", {})
+        if isinstance(params.get("document_store"), dict):
+            params["document_store"] = HybridSearchDocumentStore.from_dict(params["document_store"])
         return default_from_dict(cls, data)
 
     def close(self) -> None:
-        """Close the client this component made (``from_settings``); a client you gave stays open."""
-        self._core.close()
+        """Close the client this component made (``from_settings``); a client you gave, or a document
+        store's, stays open."""
+        if self._store is None:
+            self._core.close()
 
     async def aclose(self) -> None:
-        await self._core.aclose()
+        if self._store is None:
+            await self._core.aclose()

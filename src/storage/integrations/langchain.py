@@ -48,7 +48,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "the LangChain retriever needs the 'langchain' extra: pip install 'hybrid-search-es[langchain]'"
     ) from exc
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -65,7 +65,7 @@ from ..agent._contract import refusal
 from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, langchain_filter
-from ._store import Stored, open_store, our_documents
+from ._store import Stored, document_fields, open_store, our_documents
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
 
@@ -368,10 +368,15 @@ class HybridSearchStore(VectorStore):
         """Copy an index LangChain's ``ElasticsearchStore`` filled (its ``text`` and ``metadata``; ids kept)
         into this store, embedded by this store's embedder: the move from ``ElasticsearchStore`` in one call.
         Returns the report (every document in ``indexed`` or ``failed``)."""
+
+        def convert(doc_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+            metadata = source.get(metadata_field)
+            text = str(source.get(text_field) or "")
+            return document_fields(doc_id, text, metadata if isinstance(metadata, Mapping) else None)
+
+        fields = [text_field, metadata_field]
         return self._core.bridge.run(
-            lambda c: self._core.import_index(
-                c, index, text_field=text_field, metadata_field=metadata_field, batch_size=batch_size
-            )
+            lambda c: self._core.import_index(c, index, convert=convert, fields=fields, batch_size=batch_size)
         )
 
     @classmethod

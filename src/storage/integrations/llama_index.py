@@ -56,6 +56,7 @@ from embeddings import CallableEmbedder, Embedder
 
 from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
+from .._filters import Filter, condition
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, llama_index_filters
@@ -259,10 +260,10 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         await self._core.bridge.arun(lambda c: self._core.delete_matching(c, {"metadata.ref_doc_id": ref_doc_id}))
 
-    def _scope(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> dict[str, Any]:
-        scope = dict(llama_index_filters(filters, store=True) or {})
+    def _scope(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[Filter]:
+        scope = list(llama_index_filters(filters, store=True) or [])
         if node_ids is not None:
-            scope["id"] = list(node_ids)
+            scope.append(condition("id", list(node_ids)))
         return scope
 
     def delete_nodes(
@@ -294,7 +295,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         if node_ids is not None and not node_ids:
             return []
         if ids is None:
-            ids = await self._core.matching(c, self._scope(node_ids, filters))
+            return await self._core.filtered(c, self._scope(node_ids, filters))
         return await self._core.get(c, ids)
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
@@ -307,7 +308,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
 
     # -- queries ---------------------------------------------------------------------------------------
 
-    def _search(self, query: VectorStoreQuery) -> tuple[str, Any, dict[str, Any], dict[str, Any]]:
+    def _search(self, query: VectorStoreQuery) -> tuple[str, Any, list[Filter], dict[str, Any]]:
         if not query.query_str:
             raise InvalidQuery("this store embeds the query itself: the query needs its text (query_str)")
         if query.mode not in _MODES:
@@ -323,7 +324,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             options["diversity"] = 1.0 - threshold
         scope = self._scope(query.node_ids or None, query.filters)  # (a retriever sends [] for "not set")
         if query.doc_ids:
-            scope["metadata.ref_doc_id"] = list(query.doc_ids)
+            scope.append(condition("metadata.ref_doc_id", list(query.doc_ids)))
         k = (
             query.hybrid_top_k
             if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k
