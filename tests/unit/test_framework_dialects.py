@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from haystack import Document as HaystackDocument
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -12,7 +13,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from storage import AnyOf, Exists, InvalidQuery, Not, Range, Term, Terms
+from storage import AnyOf, ConfigurationError, Exists, InvalidQuery, Not, Range, SearchSettings, Term, Terms
 from storage._filters import parse_filters, to_es_filters
 from storage.integrations._dialects import (
     count_argument,
@@ -171,3 +172,21 @@ def test_the_store_refuses_elasticsearchstores_strategy_and_says_what_to_pass_in
         HybridSearchStore(index_name="never-created", strategy="DenseVectorStrategy(hybrid=True)")
     with pytest.raises(ConfigurationError, match="k= / filter="):
         HybridSearchStore(index_name="never-created", limit=3)
+
+
+def test_the_haystack_store_refuses_what_its_own_arguments_say_and_input_that_is_not_documents() -> None:
+    from storage import InvalidDocument
+    from storage.integrations.haystack import HybridSearchDocumentStore, HybridSearchRetriever, NotDocuments
+
+    store = HybridSearchDocumentStore(index="never-created")  # (no request until a call needs one)
+    with pytest.raises(ConfigurationError, match="top_k= / filters="):
+        HybridSearchRetriever(document_store=store, limit=3)
+    with pytest.raises(ConfigurationError, match="document_store alone"):
+        HybridSearchRetriever(document_store=store, settings=SearchSettings())
+    with pytest.raises(NotDocuments) as caught:
+        store.write_documents("not a list")  # type: ignore[arg-type]
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, InvalidDocument)
+    with pytest.raises(NotDocuments, match="document 1 is a str"):
+        store.write_documents([HaystackDocument(content="x"), "y"])  # type: ignore[list-item]
+    store.close()

@@ -34,9 +34,10 @@ from .._requests import SearchRequest
 from .._results import SearchHit
 from .._settings import SearchSettings
 from ._bridge import ClientBridge
+from ._common import check_options
 from ._dialects import count_argument
 
-__all__ = ["StoreCore", "Stored", "document_fields", "open_store", "our_documents", "stored"]
+__all__ = ["StoreCore", "Stored", "document_fields", "open_store", "our_documents", "store_options", "stored"]
 
 #: Stored fields that are ours, not a document's metadata (a document written by our own API).
 _OURS = frozenset({"title", "text", "payload", "content_hash", "metadata"})
@@ -121,6 +122,17 @@ def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = No
     if hit is None:
         return Stored(doc_id, content, metadata)
     return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
+
+
+def store_options(
+    options: Mapping[str, Any], *, instead: str, reserved: Sequence[str] = ("limit", "filters", "query")
+) -> dict[str, Any]:
+    """Search options a store passes on to every search; the ``reserved`` ones are what the framework's own
+    arguments say (its count, filter, query), refused with what to pass ``instead``."""
+    for name in reserved:
+        if name in options:
+            raise ConfigurationError(f"{name!r} is not a store option: {instead}")
+    return check_options(options)
 
 
 def open_store(

@@ -65,7 +65,7 @@ from .._models import IndexReport
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, haystack_filters
-from ._store import StoreCore, Stored, document_fields, open_store, our_documents
+from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = [
     "DuplicateDocuments",
@@ -88,7 +88,7 @@ class DuplicateDocuments(InvalidDocument, DuplicateDocumentError):
         self.ids = list(ids)
         shown = ", ".join(self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
         super().__init__(
-            f"{len(self.ids)} document id(s) already written: {shown}; nothing was written "
+            f"{len(self.ids)} document id(s) already in the store or given twice: {shown}; nothing was written "
             "(policy=DuplicatePolicy.OVERWRITE replaces them, SKIP leaves them)"
         )
 
@@ -180,12 +180,6 @@ class HybridSearchDocumentStore:
             url=hosts,
             api_key=key,
         )
-
-    @property
-    def core(self) -> StoreCore:
-        """The store's core (its client bridge and calls): what a :class:`HybridSearchRetriever` on this
-        store searches through."""
-        return self._core
 
     def to_dict(self) -> dict[str, Any]:
         """Its construction arguments (an ``api_key`` as its ``Secret`` says: an environment variable's name,
@@ -378,7 +372,7 @@ class HybridSearchRetriever:
             self._top_k = count_argument("top_k", options.pop("top_k", 10))
             self._filters = options.pop("filters", None)
             _store_filters(self._filters)  # (checked now: a bad filter is a construction error)
-            self._store_options = check_options(options)
+            self._store_options = store_options(options, instead="pass top_k= / filters= (Haystack's syntax)")
             return
         ours = {**options, **_overrides(options.pop("filters", None), options.pop("top_k", None))}
         check_options(ours)

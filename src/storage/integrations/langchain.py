@@ -63,9 +63,9 @@ from .._settings import SearchSettings
 from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
 from ._bridge import ClientBridge
-from ._common import Content, Retrieved, RetrieverCore, check_options
+from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import count_argument, langchain_filter
-from ._store import Stored, document_fields, open_store, our_documents
+from ._store import Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
 
@@ -415,10 +415,7 @@ def check_store_options(options: dict[str, Any]) -> dict[str, Any]:
             "strategy= is ElasticsearchStore's: here every search is hybrid, fused in the client (no rrf retriever, "
             "so it works on the Basic license); pass mode='knn' or mode='bm25' to ask for one leg"
         )
-    for name in ("limit", "filters", "query"):
-        if name in options:
-            raise ConfigurationError(f"{name!r} is not a store option: pass k= / filter= to the search")
-    return check_options(options)
+    return store_options(options, instead="pass k= / filter= to the search")
 
 
 def agent_tools(tool: SearchTool) -> list[BaseTool]:

@@ -58,9 +58,9 @@ from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
 from .._filters import Filter, condition
 from .._settings import SearchSettings
-from ._common import Content, Retrieved, RetrieverCore, check_options
+from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import count_argument, llama_index_filters
-from ._store import StoreCore, Stored, open_store, our_documents
+from ._store import StoreCore, Stored, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
 
@@ -207,10 +207,9 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         super().__init__(stores_text=True)
         if default_mode not in ("knn", "hybrid", "bm25"):
             raise ConfigurationError(f"default_mode must be 'knn', 'hybrid' or 'bm25', got {default_mode!r}")
-        for name in ("limit", "filters", "mode", "query"):
-            if name in options:
-                raise ConfigurationError(f"{name!r} is not a store option: the query says it")
-        self._options = check_options(options)
+        self._options = store_options(
+            options, instead="the query says it", reserved=("limit", "filters", "mode", "query")
+        )
         self._default_mode = default_mode
         if embed_model is not None and embedder is not None:
             raise ConfigurationError("pass embed_model (LlamaIndex's) or embedder (ours), not both")
