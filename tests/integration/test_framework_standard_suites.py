@@ -41,17 +41,19 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests, Vector
 from llama_index.core import Document as LlamaDocument
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
 from llama_index.core.vector_stores.types import (
     FilterCondition,
+    FilterOperator,
     MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
 )
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 from embeddings import HashingEmbedder
-from storage import InvalidDocument, InvalidQuery, SearchClient, SearchSettings
+from storage import ConfigurationError, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
 from storage.integrations import close_client
 from storage.integrations.haystack import DuplicateDocuments, HybridSearchDocumentStore
 from storage.integrations.haystack import HybridSearchRetriever as HaystackRetriever
@@ -392,3 +394,59 @@ async def test_a_haystack_elasticsearch_index_moves_into_the_store_in_one_call(
             store.close()
 
     await asyncio.to_thread(move)
+
+
+async def test_a_llama_index_elasticsearch_index_moves_into_the_store_in_one_call(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    old = f"{settings.index}-llama"  # what LlamaIndex's ElasticsearchStore writes: content, metadata, embedding
+    node = TextNode(id_="n1", text="Apple lowered its revenue guidance.", metadata={"ticker": "AAPL", "year": 2024})
+    node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id="doc-1")
+    serialized = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+    await es.index(index=old, id="n1", document={"content": node.text, "metadata": serialized, "embedding": [0.1]})
+    await es.index(index=old, id="n2", document={"content": "", "metadata": {}, "embedding": [0.2]})
+    await es.indices.refresh(index=old)
+
+    def move() -> None:
+        store = HybridSearchVectorStore(
+            index_name=settings.index, es_url=settings.url, embed_model=MockEmbedding(embed_dim=8)
+        )
+        try:
+            report = store.import_index(old, batch_size=1)
+            assert report.indexed == ["n1"]
+            assert [(f.id, f.reason) for f in report.failed] == [("n2", "invalid_document")]  # no text: said
+            (moved,) = store.get_nodes(["n1"])
+            assert (moved.metadata, moved.ref_doc_id) == ({"ticker": "AAPL", "year": 2024}, "doc-1")
+            year = MetadataFilters(filters=[MetadataFilter(key="year", value=2023, operator=FilterOperator.GT)])
+            assert [n.node_id for n in store.get_nodes(filters=year)] == ["n1"]
+            store.delete("doc-1")  # (by the ref_doc_id the node kept)
+            assert store.get_nodes(["n1"]) == []
+        finally:
+            store.close()
+
+    await asyncio.to_thread(move)
+
+
+def test_a_tenant_s_store_reads_writes_and_deletes_only_its_own_documents(settings: SearchSettings) -> None:
+    client = SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64))
+    try:
+        mine = HybridSearchStore(client=client, tenant_id="a")
+        theirs = HybridSearchStore(client=client, tenant_id="b")
+        mine.add_texts(["apple revenue guidance"], metadatas=[{"k": "x"}], ids=["a1"])
+        theirs.add_texts(["apple revenue guidance again"], metadatas=[{"k": "x"}], ids=["b1"])
+        assert [d.id for d in mine.similarity_search("apple revenue guidance", k=5)] == ["a1"]
+        assert [d.id for d in mine.get_by_ids(["a1", "b1"])] == ["a1"]
+        mine.delete(["b1"])  # not its own: nothing happens to it
+        assert [d.id for d in theirs.get_by_ids(["b1"])] == ["b1"]
+        haystack = HybridSearchDocumentStore(client=client, tenant_id="a")
+        assert haystack.count_documents() == 1
+        assert haystack.count_documents_by_filter({"field": "meta.k", "operator": "==", "value": "x"}) == 1
+        with pytest.raises(ConfigurationError, match="other tenants"):
+            haystack.delete_all_documents(recreate_index=True)
+        haystack.delete_all_documents()
+        assert mine.get_by_ids(["a1"]) == []
+        assert [d.id for d in theirs.get_by_ids(["b1"])] == ["b1"]
+        with pytest.raises(ConfigurationError, match="the store's own"):
+            mine.similarity_search("apple", k=1, tenant_id="b")
+    finally:
+        close_client(client)

@@ -132,6 +132,8 @@ def store_options(
     for name in reserved:
         if name in options:
             raise ConfigurationError(f"{name!r} is not a store option: {instead}")
+    if "tenant_id" in options:
+        raise ConfigurationError("tenant_id is the store's own: give it to the store's constructor (tenant_id=...)")
     return check_options(options)
 
 
@@ -142,6 +144,7 @@ def open_store(
     embedder: Embedder | None,
     foreign: bool,
     refresh: bool,
+    tenant_id: str | None = None,
     **connection: str | None,
 ) -> StoreCore:
     """A store's core on ``client`` (given: shared, the caller's to close), or on a client of its own made from
@@ -155,7 +158,7 @@ def open_store(
             raise ConfigurationError(
                 f"a given client has its index, connection and embedder: pass client alone, not {given or 'more'}"
             )
-        return StoreCore(ClientBridge(client), refresh=refresh)
+        return StoreCore(ClientBridge(client), refresh=refresh, tenant_id=tenant_id)
     secret = ("password", "api_key")
     updates: dict[str, Any] = {
         k: SecretStr(v) if k in secret else v for k, v in connection.items() if v is not None and v != ""
@@ -163,18 +166,20 @@ def open_store(
     if foreign:
         updates["passages"] = False
     resolved = (settings or SearchSettings()).model_copy(update=updates)
-    return StoreCore(
-        ClientBridge(factory=lambda: SearchClient.from_settings(resolved, embedder=embedder)), refresh=refresh
-    )
+    bridge = ClientBridge(factory=lambda: SearchClient.from_settings(resolved, embedder=embedder))
+    return StoreCore(bridge, refresh=refresh, tenant_id=tenant_id)
 
 
 class StoreCore:
     """A store's client (given, or owned and made by ``factory``) and its calls, each ``async`` on the
-    client's loop; the framework classes call them through :attr:`bridge` (``run`` / ``arun``)."""
+    client's loop; the framework classes call them through :attr:`bridge` (``run`` / ``arun``). With a
+    ``tenant_id`` the store is that tenant's: what it writes carries it, every read and delete sees only its
+    documents (the client's read scope, ``storage._tenancy``)."""
 
-    def __init__(self, bridge: ClientBridge, *, refresh: bool = True) -> None:
+    def __init__(self, bridge: ClientBridge, *, refresh: bool = True, tenant_id: str | None = None) -> None:
         self.bridge = bridge
         self.refresh = refresh
+        self.tenant_id = tenant_id
         #: The index exists (``ensure_index`` ran once for this store): set once, never per request.
         self._ready = False
 
@@ -190,29 +195,36 @@ class StoreCore:
         if not documents:
             return []
         c = await self._client(client)
-        report = await c.index_documents(list(documents), refresh=self.refresh, strict=True)
+        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, strict=True)
         if report.failed:
             raise DocumentsNotIndexed(report.failed, indexed=report.indexed)
         return [d.id for d in documents]
 
+    def _stamped(self, documents: Sequence[Document | dict[str, Any]]) -> list[Any]:
+        """``documents`` as the store's tenant's (as given without one)."""
+        if self.tenant_id is None:
+            return list(documents)
+        tenant = {"tenant_id": self.tenant_id}
+        return [d.model_copy(update=tenant) if isinstance(d, Document) else {**d, **tenant} for d in documents]
+
     async def get(self, client: SearchClient, ids: Sequence[str]) -> list[Stored]:
         """The stored documents of ``ids``, in that order; an id the index does not hold is left out."""
-        found = await (await self._client(client)).get_documents(list(ids))
+        found = await (await self._client(client)).get_documents(list(ids), tenant_id=self.tenant_id)
         return [stored(i, found[i]) for i in ids if i in found]
 
     async def delete(self, client: SearchClient, ids: Sequence[str] | None) -> bool:
         if ids is None:
             raise InvalidQuery("give the ids of the documents to delete (delete(ids=[...]))")
-        await (await self._client(client)).delete_documents(list(ids), refresh=self.refresh)
+        await (await self._client(client)).delete_documents(list(ids), tenant_id=self.tenant_id, refresh=self.refresh)
         return True
 
     async def count(self, client: SearchClient, filters: FilterInput = None) -> int:
         """How many documents ``filters`` (our model; None: all) match."""
-        return await (await self._client(client)).count(filters=filters)
+        return await (await self._client(client)).count(filters=filters, tenant_id=self.tenant_id)
 
     async def existing(self, client: SearchClient, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the index holds."""
-        return await (await self._client(client)).existing(list(ids))
+        return await (await self._client(client)).existing(list(ids), tenant_id=self.tenant_id)
 
     async def filtered(self, client: SearchClient, filters: FilterInput) -> list[Stored]:
         """Every document ``filters`` (our model; None: all) match."""
@@ -220,7 +232,7 @@ class StoreCore:
 
     async def matching(self, client: SearchClient, filters: FilterInput) -> list[str]:
         """The ids of every document ``filters`` (our model; None: all) match."""
-        return await (await self._client(client)).matching_ids(filters)
+        return await (await self._client(client)).matching_ids(filters, tenant_id=self.tenant_id)
 
     async def delete_matching(self, client: SearchClient, filters: FilterInput) -> int:
         """Delete every document ``filters`` match (None: every document); how many were deleted."""
@@ -228,7 +240,7 @@ class StoreCore:
         c = await self._client(client)
         deleted = 0
         for start in range(0, len(ids), 1000):
-            deleted += len(await c.delete_documents(ids[start : start + 1000]))
+            deleted += len(await c.delete_documents(ids[start : start + 1000], tenant_id=self.tenant_id))
         if self.refresh:
             await c.refresh()
         return deleted
@@ -238,6 +250,8 @@ class StoreCore:
         if not recreate:
             await self.delete_matching(client, None)
             return
+        if self.tenant_id is not None:
+            raise ConfigurationError("a tenant's store cannot recreate the index (other tenants' documents are in it)")
         await client.delete_index()
         self._ready = False
         await self._client(client)
@@ -264,7 +278,7 @@ class StoreCore:
         failed: list[FailedDocument] = []
 
         async def flush(batch: list[Document | dict[str, Any]]) -> None:
-            report = await c.index_documents(batch, refresh=False)
+            report = await c.index_documents(self._stamped(batch), refresh=False)
             indexed.extend(report.indexed)
             failed.extend(report.failed)
 
@@ -294,6 +308,8 @@ class StoreCore:
     ) -> list[Stored]:
         """``k`` results (the framework's count, checked: a whole number), ``filters`` in our model (the
         framework's filter translated by ``_dialects`` with ``store=True``)."""
-        request = SearchRequest(query=query, limit=count_argument("k", k), filters=filters, **dict(options or {}))
+        request = SearchRequest(
+            query=query, limit=count_argument("k", k), filters=filters, tenant_id=self.tenant_id, **dict(options or {})
+        )
         response = await (await self._client(client)).search(request)
         return [stored(h.id, h.source, hit=h) for h in response.hits]

@@ -151,6 +151,8 @@ class HybridSearchDocumentStore:
     ``ES_*`` environment, as for every client of ours) — or on ``client``: a :class:`SearchClient` shared with
     retrievers and other stores (yours to close). ``embedder``: what embeds the documents' content (default
     ours, ``EMBEDDINGS_*``). ``refresh`` (default True): a write is visible to reads when it returns.
+    ``tenant_id``: the store is that tenant's (its writes carry it, its reads and deletes see only its
+    documents).
     """
 
     def __init__(
@@ -163,10 +165,11 @@ class HybridSearchDocumentStore:
         settings: SearchSettings | None = None,
         embedder: Embedder | None = None,
         refresh: bool = True,
+        tenant_id: str | None = None,
     ) -> None:
         if hosts is not None and not isinstance(hosts, str):
             raise ConfigurationError(f"hosts must be one URL (a string), got {type(hosts).__name__}")
-        self._init: dict[str, Any] = {"hosts": hosts, "index": index, "refresh": refresh}
+        self._init: dict[str, Any] = {"hosts": hosts, "index": index, "refresh": refresh, "tenant_id": tenant_id}
         self._api_key = api_key
         self._serializable = client is None and settings is None and embedder is None
         key = api_key.resolve_value() if api_key is not None else None
@@ -176,6 +179,7 @@ class HybridSearchDocumentStore:
             embedder=embedder,
             foreign=False,
             refresh=refresh,
+            tenant_id=tenant_id,
             index=index,
             url=hosts,
             api_key=key,

@@ -188,8 +188,9 @@ class HybridSearchStore(VectorStore):
     ``es_password`` / ``es_cloud_id`` (default ``ES_*``) — or ``client``: a :class:`SearchClient` of yours,
     shared with retrievers and other stores (close it yourself; see :func:`storage.integrations.close_client`).
     With a LangChain embedding a document is embedded whole (its window is not known: no passages).
-    ``refresh`` (default True): a write is searchable when it returns. ``options``: default
-    :meth:`SearchClient.search` arguments (``mode``, ``tenant_id``, ``rerank``...).
+    ``refresh`` (default True): a write is searchable when it returns. ``tenant_id``: the store is that
+    tenant's (its writes carry it, its reads and deletes see only its documents). ``options``: default
+    :meth:`SearchClient.search` arguments (``mode``, ``rerank``...).
     """
 
     def __init__(
@@ -205,6 +206,7 @@ class HybridSearchStore(VectorStore):
         es_password: str | None = None,
         settings: SearchSettings | None = None,
         refresh: bool = True,
+        tenant_id: str | None = None,
         **options: Any,
     ) -> None:
         self._embedding = embedding
@@ -215,6 +217,7 @@ class HybridSearchStore(VectorStore):
             embedder=_embedder(embedding) if embedding is not None else None,
             foreign=embedding is not None,
             refresh=refresh,
+            tenant_id=tenant_id,
             index=index_name,
             url=es_url,
             cloud_id=es_cloud_id,

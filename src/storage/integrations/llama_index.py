@@ -48,7 +48,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "the LlamaIndex retriever needs the 'llama-index' extra: pip install 'hybrid-search-es[llama-index]'"
     ) from exc
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import PrivateAttr
 
@@ -57,10 +57,11 @@ from embeddings import CallableEmbedder, Embedder
 from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
 from .._filters import Filter, condition
+from .._models import IndexReport
 from .._settings import SearchSettings
 from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import count_argument, llama_index_filters
-from ._store import StoreCore, Stored, open_store, our_documents, store_options
+from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
 
@@ -158,6 +159,14 @@ def _llama_embedder(model: BaseEmbedding) -> CallableEmbedder:
     return CallableEmbedder(f"llama-index:{model.model_name}", texts, model.aget_query_embedding)
 
 
+def _copies(node: BaseNode) -> dict[str, Any]:
+    """The node's metadata our filters read (and its ``ref_doc_id``, which ``delete`` goes by)."""
+    copies = dict(node.metadata or {})
+    if node.ref_doc_id:
+        copies["ref_doc_id"] = node.ref_doc_id
+    return copies
+
+
 def _node_of(found: Stored) -> BaseNode:
     """A stored node as it went in (its serialized form), or a ``TextNode`` for a document our API wrote."""
     if "_node_content" in found.metadata:
@@ -176,7 +185,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     store embeds what it indexes and the query itself (``is_embedding_query`` is False: LlamaIndex does not
     embed the query for it). ``default_mode``: what the ``default`` query mode searches (``knn``, as
     LlamaIndex's; ``hybrid`` makes every query hybrid). ``refresh`` (default True): a write is searchable
-    when it returns. ``options``: other :meth:`SearchClient.search` arguments (``rerank``, ``tenant_id``...).
+    when it returns. ``tenant_id``: the store is that tenant's (its writes carry it, its reads and deletes see
+    only its documents). ``options``: other :meth:`SearchClient.search` arguments (``rerank``...).
     """
 
     stores_text: bool = True
@@ -202,6 +212,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         settings: SearchSettings | None = None,
         default_mode: str = "knn",
         refresh: bool = True,
+        tenant_id: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(stores_text=True)
@@ -219,6 +230,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             embedder=_llama_embedder(embed_model) if embed_model is not None else embedder,
             foreign=embed_model is not None,
             refresh=refresh,
+            tenant_id=tenant_id,
             index=index_name,
             url=es_url,
             cloud_id=es_cloud_id,
@@ -235,14 +247,31 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     # -- writes ----------------------------------------------------------------------------------------
 
     def _documents(self, nodes: Sequence[BaseNode]) -> list[Any]:
-        items = []
-        for node in nodes:
-            copies = dict(node.metadata or {})
-            if node.ref_doc_id:
-                copies["ref_doc_id"] = node.ref_doc_id
-            items.append((node.node_id, node.get_content(metadata_mode=MetadataMode.NONE), copies))
+        items = [(node.node_id, node.get_content(metadata_mode=MetadataMode.NONE), _copies(node)) for node in nodes]
         payloads = [node_to_metadata_dict(n, remove_text=True, flat_metadata=self.flat_metadata) for n in nodes]
         return our_documents(items, payloads)
+
+    def import_index(
+        self, index: str, *, text_field: str = "content", metadata_field: str = "metadata", batch_size: int = 500
+    ) -> IndexReport:
+        """Copy an index LlamaIndex's ``ElasticsearchStore`` filled (each node's text in ``content``, its
+        serialized form in ``metadata``; ids kept) into this store, embedded by this store's embedder: the move
+        from ``ElasticsearchStore`` in one call. Returns the report (every node in ``indexed`` or ``failed``)."""
+
+        def convert(doc_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
+            metadata = source.get(metadata_field)
+            given = dict(metadata) if isinstance(metadata, Mapping) else {}
+            text = str(source.get(text_field) or "")
+            node = metadata_dict_to_node(given, text=text) if "_node_content" in given else None
+            if node is None:  # (metadata another writer left: the node is its text and that metadata)
+                node = TextNode(id_=doc_id, text=text, metadata=given)
+            payload = node_to_metadata_dict(node, remove_text=True, flat_metadata=self.flat_metadata)
+            return document_fields(doc_id, text, _copies(node), payload)
+
+        fields = [text_field, metadata_field]
+        return self._core.bridge.run(
+            lambda c: self._core.import_index(c, index, convert=convert, fields=fields, batch_size=batch_size)
+        )
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         documents = self._documents(nodes)
