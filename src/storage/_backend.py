@@ -142,25 +142,37 @@ class Backend:
             )
 
     @functools.cached_property
+    def leg_request_timeout_s(self) -> float:
+        """The transport timeout of each request of a search (legs, fetch, deep paging): the leg budget (never
+        above ``request_timeout_s``) — or **half** of it when the transport has another node to fail over to
+        (several hosts, or sniffing). A node that stops answering (a long GC pause, a half-open connection)
+        then times out with half the budget left: the transport marks it dead and sends the request to another
+        node, and the leg completes; a single node has nowhere else to go, so it gets the whole budget."""
+        s = self.settings
+        failover = len(self.es.transport.node_pool.all()) > 1 or s.sniff_on_start or s.sniff_on_node_failure
+        budget = s.leg_timeout_s / 2 if failover else s.leg_timeout_s
+        return min(budget, s.request_timeout_s)
+
+    @functools.cached_property
     def _leg_clients(self) -> tuple[AsyncElasticsearch, AsyncElasticsearch]:
         """The legs' and the fetch's client, made once (``options()`` builds a whole client, forty namespaced
         sub-clients, per call: 0.7 ms per request when done per leg), twice: as is, and without
-        elasticsearch-py's own request span. Their request timeout is the leg budget, but never above
-        ``request_timeout_s``: the transport must time out before the attempt timeout (``request_timeout_s``
-        + 0.5 s) cancels it, so that it marks the node dead and fails over."""
-        timeout = min(self.settings.leg_timeout_s, self.settings.request_timeout_s)
+        elasticsearch-py's own request span. Their request timeout is :attr:`leg_request_timeout_s`: the
+        transport times out first, so that it marks a hung node dead and fails over."""
+        timeout = self.leg_request_timeout_s
         return self.es.options(request_timeout=timeout), without_request_spans(self.es.options(request_timeout=timeout))
 
     def server_side(self, body: dict[str, Any], remaining_s: float | None = None) -> dict[str, Any]:
         """``body`` as every scoring search of the client sends it (the legs, the facets, the walk's streams;
         the fetch by ids needs none): with the server-side ``timeout`` — ``search_timeout_s``, else 90 % of
-        what is left of the leg budget (``remaining_s``, all of it by default), so the server stops and says
-        so before the client gives up — and ``allow_partial_search_results``."""
+        what one request may take (what is left of the leg budget, ``remaining_s``, all of it by default, and
+        never more than :attr:`leg_request_timeout_s`), so the server stops and says so before the client
+        gives up — and ``allow_partial_search_results``."""
         s = self.settings
         if s.search_timeout_s is not None:
             timeout = s.search_timeout_s
         else:
-            timeout = 0.9 * (s.leg_timeout_s if remaining_s is None else remaining_s)
+            timeout = 0.9 * min(s.leg_timeout_s if remaining_s is None else remaining_s, self.leg_request_timeout_s)
         return server_side(body, timeout_s=timeout, allow_partial=s.allow_partial_search_results)
 
     @property
@@ -278,8 +290,11 @@ class Backend:
 
     # -- the reranker ----------------------------------------------------------------------------------
 
-    async def rerank(self, query: str, documents: Sequence[str], *, budget_s: float) -> list[float]:
-        """One relevance score per document (input order), through the reranker's own stack."""
+    async def rerank(
+        self, query: str, documents: Sequence[str], *, budget_s: float, within: asyncio.Timeout | None = None
+    ) -> list[float]:
+        """One relevance score per document (input order), through the reranker's own stack (``within``: the
+        stage's budget scope, whose expiry counts as the reranker's failure)."""
         reranker = self.reranker
         if reranker is None:
             raise ConfigurationError("no reranker configured: pass reranker= or set RERANKER_PROVIDER")
@@ -291,6 +306,7 @@ class Backend:
             attrs,
             deadline_s=budget_s,
             attempt_timeout_s=budget_s,
+            within=within,
         )
 
     # -- the chat model --------------------------------------------------------------------------------
@@ -303,8 +319,11 @@ class Backend:
             )
         return self.llm
 
-    async def chat(self, messages: Sequence[ChatMessage], *, budget_s: float) -> Completion:
-        """One chat completion through the chat model's own stack (retries of transient errors included)."""
+    async def chat(
+        self, messages: Sequence[ChatMessage], *, budget_s: float, within: asyncio.Timeout | None = None
+    ) -> Completion:
+        """One chat completion through the chat model's own stack (retries of transient errors included;
+        ``within``: the answer's budget scope, whose expiry counts as the chat model's failure)."""
         llm = self.require_llm()
         return await self._provider_call(
             "llm",
@@ -313,10 +332,11 @@ class Backend:
             {"llm.model": llm.model_id, "llm.messages": len(messages)},
             deadline_s=budget_s,
             attempt_timeout_s=budget_s,
+            within=within,
         )
 
     async def open_chat_stream(
-        self, messages: Sequence[ChatMessage], *, budget_s: float
+        self, messages: Sequence[ChatMessage], *, budget_s: float, within: asyncio.Timeout | None = None
     ) -> tuple[str | Completion, AsyncGenerator[str | Completion, None]]:
         """Start a streamed answer through the chat model's stack: retried (like :meth:`chat`) until its
         first event arrives, since nothing has been shown yet. Returns that event and the rest of the
@@ -342,6 +362,7 @@ class Backend:
             {"llm.model": llm.model_id, "llm.messages": len(messages), "llm.stream": True},
             deadline_s=budget_s,
             attempt_timeout_s=budget_s,
+            within=within,
         )
         return head, _mapped(stream)
 

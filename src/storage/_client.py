@@ -121,6 +121,8 @@ class SearchClient:
         # Only when asked: passing any sniff option (even False) installs elasticsearch-py's sniff callback,
         # whose requests use the transport's default retries (3) and outlive a closed client.
         sniffing: dict[str, Any] = {}
+        # The transport fails over to another node (several hosts given, or found by sniffing).
+        failover = len(hosts) > 1 or s.sniff_on_start or s.sniff_on_node_failure
         if s.sniff_on_start or s.sniff_on_node_failure:
             sniffing = {
                 "sniff_on_start": s.sniff_on_start,
@@ -135,8 +137,9 @@ class SearchClient:
                 # connection errors and timeouts) and never retries statuses by itself (it would, at once).
                 max_retries=max(len(hosts) - 1, 2 if s.sniff_on_start or s.sniff_on_node_failure else 0),
                 retry_on_status=(),
-                # With several nodes a timed-out node is failed over too (the transport marks it dead).
-                retry_on_timeout=len(hosts) > 1,
+                # With several nodes a timed-out node is failed over too (the transport marks it dead): a hung
+                # node costs a search one request timeout (half the leg budget, Backend.leg_request_timeout_s).
+                retry_on_timeout=failover,
                 verify_certs=s.verify_certs,
                 # orjson: request bodies carry a query vector, which the standard library encodes ~30x slower.
                 serializer=OrjsonSerializer(),

@@ -242,7 +242,7 @@ def map_provider_error(exc: ProviderError, dependency: ProviderDependency) -> Se
     if isinstance(exc, ProviderConfigError):
         return ConfigurationError(str(exc))
     if isinstance(exc, ProviderUnavailable):
-        reason = "timeout" if "timed out" in str(exc).lower() or "timeout" in str(exc).lower() else "connection_error"
+        reason = {"timeout": "timeout", "disconnected": "disconnected"}.get(exc.kind, "connection_error")
         return DependencyUnavailable(f"{what} unavailable: {exc}", dependency=dependency, reason=reason)
     if isinstance(exc, ProviderContextTooLong):
         return ContextTooLong(

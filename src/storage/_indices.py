@@ -9,6 +9,7 @@ from typing import Any, cast
 from embeddings import Embedder
 
 from ._backend import Backend
+from ._changes import held_while_blocked
 from ._compat import server_version, too_old
 from ._errors import (
     AccessDenied,
@@ -301,18 +302,22 @@ class IndexManager:
         b = self._b
         unique = list(dict.fromkeys(ids))
         if tenant_id is not None or b.settings.multi_tenant:  # only the tenant's own
-            held = await self.existing(unique, tenant_id=tenant_id)
-            unique = [i for i in unique if i in held]
+            theirs = await self.existing(unique, tenant_id=tenant_id)
+            unique = [i for i in unique if i in theirs]
         if not unique:
             if refresh:
                 await self.refresh()
             return []
-        actions = [{"delete": {"_index": self.alias, "_id": i}} for i in unique]
-        resp = await b.es_call(lambda: b.es.bulk(operations=actions, refresh=refresh or None))
+
+        async def send(ids: list[str]) -> list[tuple[bool, dict[str, Any]]]:
+            actions = [{"delete": {"_index": self.alias, "_id": i}} for i in ids]
+            resp = await b.es_call(lambda: b.es.bulk(operations=actions, refresh=refresh or None))
+            items = [item.get("delete", {}) for item in resp.body.get("items", [])]
+            return [(item.get("result") == "deleted", item) for item in items]
+
         deleted: list[str] = []
         failed: list[FailedDocument] = []
-        for item in resp.body.get("items", []):
-            result = item.get("delete", {})
+        for _, result in await held_while_blocked(send, unique, str):  # (held while a reembed moves the alias)
             if result.get("result") == "deleted":
                 deleted.append(str(result.get("_id")))
             elif result.get("status") != 404:

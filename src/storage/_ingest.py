@@ -24,7 +24,8 @@ from pydantic import ValidationError
 from embeddings import Embedder, InvalidEmbedding, ProviderError, Vector, Windowed
 
 from ._backend import Backend
-from ._errors import CircuitOpen, InvalidDocument, InvalidQuery, SearchError
+from ._changes import held_while_blocked
+from ._errors import CircuitOpen, InvalidDocument, InvalidQuery, ModelMismatch, SearchError
 from ._errors_map import map_provider_error
 from ._indices import IndexManager
 from ._mapping import valid_target
@@ -162,6 +163,9 @@ class Ingester:
         refused before this stage). Returns (indexed, failed, unchanged)."""
         b = self._b
         info = await b.metadata.read_target(target)
+        model = (embedder or b.embedder).model_id
+        if info.model_id is not None and info.model_id != model:
+            raise ModelMismatch(_mismatch(target, info.model_id, model))
         setting = info.passage_setting
         with_text, nested_heads = info.writes_passage_text, info.writes_nested_heads
         if info.content_hash:  # the target records each document's content: unchanged ones are skipped
@@ -230,6 +234,13 @@ class Ingester:
 
         stopped: list[SearchError] = []
 
+        async def fits(model: str) -> dict[str, Any] | None:
+            """Before held writes are sent again: the alias may have moved to an index of another model."""
+            now = (await b.metadata.read_target(target)).model_id
+            if now is None or now == model:
+                return None
+            return {"status": 409, "error": {"type": "model_mismatch", "reason": _mismatch(target, now, model)}}
+
         async def consume() -> None:
             while (item := await queue.get()) is not None:
                 actions = [
@@ -244,10 +255,8 @@ class Ingester:
                 if not nested_heads and any(len(e.spans) > 1 for e in item):
                     b.metadata.saw_long_documents()  # (before the write: a search right after must read them)
                 try:
-                    results = await b.es_call(
-                        functools.partial(self._bulk, actions),
-                        deadline_s=b.settings.bulk_timeout_s * 2,
-                        attempt_timeout_s=b.settings.bulk_timeout_s,
+                    results = await held_while_blocked(
+                        self._send_bulk, actions, lambda a: str(a["_id"]), still_fits=functools.partial(fits, model)
                     )
                 except SearchError as exc:
                     # The whole batch failed after retries (or fast, breaker open): report it, go on — unless
@@ -308,6 +317,13 @@ class Ingester:
                 continue
             out.append(doc if tenant == doc.tenant_id else doc.model_copy(update={"tenant_id": tenant}))
         return out, invalid
+
+    async def _send_bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
+        """One bulk write of ``actions`` through Elasticsearch's resilience stack."""
+        s = self._b.settings
+        return await self._b.es_call(
+            functools.partial(self._bulk, actions), deadline_s=s.bulk_timeout_s * 2, attempt_timeout_s=s.bulk_timeout_s
+        )
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
         """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
@@ -491,6 +507,14 @@ def _coerce_documents(
     return list(unique.values()), duplicates, invalid
 
 
+def _mismatch(target: str, recorded: str, model: str) -> str:
+    return (
+        f"{target} holds vectors of {recorded!r} and this client embeds with {model!r}: its writes are refused "
+        f"(never mixed). Configure {recorded!r} (EMBEDDINGS_MODEL) — after a reembed moved the index, the writers "
+        "move to its model too"
+    )
+
+
 def _embedding_failure(doc_id: str, exc: SearchError) -> FailedDocument:
     cause = exc.__cause__ or exc
     return FailedDocument(id=doc_id, reason="embedding_failed", detail=f"{type(cause).__name__}: {cause}")
@@ -506,6 +530,8 @@ def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:
         kind, detail = "transport_error", str(error)
     if status == 429:
         reason = "rejected"
+    elif kind == "model_mismatch":
+        reason = "model_mismatch"
     elif kind in (
         "mapper_parsing_exception",
         "document_parsing_exception",

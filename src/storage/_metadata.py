@@ -20,10 +20,11 @@ import asyncio
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cachetools import LRUCache
 from elasticsearch import AsyncElasticsearch
 
 from ._errors import AccessDenied
@@ -33,7 +34,15 @@ from ._mapping import index_meta, stored_passages
 from ._tracing import without_request_spans
 from .passages import PassageSetting
 
-__all__ = ["FUSION_RECHECK_S", "LOOKUP_RETRY_S", "METADATA_TIMEOUT_S", "IndexMetadata", "TargetInfo", "target_info"]
+__all__ = [
+    "CACHED_TARGETS",
+    "FUSION_RECHECK_S",
+    "LOOKUP_RETRY_S",
+    "METADATA_TIMEOUT_S",
+    "IndexMetadata",
+    "TargetInfo",
+    "target_info",
+]
 
 #: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
 #: the index's mapping once, in the background): a new ``tune --apply`` reaches running clients within this.
@@ -43,6 +52,9 @@ FUSION_RECHECK_S = 60.0
 LOOKUP_RETRY_S = 5.0
 #: A metadata lookup is one attempt of at most this long (entering a client waits for one, at most this).
 METADATA_TIMEOUT_S = 2.0
+#: Targets (and concrete indices) whose metadata a client keeps: far more than a service searches at once;
+#: one more is a lookup, not an error.
+CACHED_TARGETS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +84,8 @@ class TargetInfo:
     #: Some document of the target has nested passages (one longer than the model's window), or it is not
     #: known. Where every head is flat and no document is long, a search sends the head-only requests.
     long_documents: bool = True
+    #: The embedding model its newest index records (what writes to it must embed with), or None.
+    model_id: str | None = None
 
     @property
     def searches_passages(self) -> bool:
@@ -86,7 +100,9 @@ def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> 
         return TargetInfo()
     newest = sorted(mappings)[-1]
     layouts = [_has_passages(info) for info in mappings.values()]
-    setting = stored_passages(index_meta(mappings, newest).get("embedding"))
+    embedding = index_meta(mappings, newest).get("embedding")
+    setting = stored_passages(embedding)
+    model = embedding.get("model_id") if isinstance(embedding, Mapping) else None
     props = mappings[newest].get("mappings", {}).get("properties", {}) if isinstance(mappings[newest], Mapping) else {}
     texts = [_has_passage_text(info) for info in mappings.values()]
     return TargetInfo(
@@ -100,6 +116,7 @@ def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> 
         head_vectors=all(_has_head_vector(info) for info in mappings.values()),
         writes_nested_heads=_has_passages(mappings[newest]) and not _has_head_vector(mappings[newest]),
         long_documents=long_documents,
+        model_id=str(model) if model is not None else None,
     )
 
 
@@ -141,10 +158,12 @@ class IndexMetadata:
         self._check_open = check_open
         self._unknown = TargetInfo(passages=assume_passages)
         #: Concrete index -> its ``_meta.embedding`` (None: not recorded, or not readable with these
-        #: credentials, or a lookup that failed and will be tried again).
-        self.embeddings: dict[str, dict[str, Any] | None] = {}
-        #: Search target -> (when to look again, what a search of it needs).
-        self.targets: dict[str, tuple[float, TargetInfo]] = {}
+        #: credentials, or a lookup that failed and will be tried again). Bounded: the least recently used
+        #: go first (a service searching many indices keeps the ones it uses).
+        self.embeddings: MutableMapping[str, dict[str, Any] | None] = LRUCache(CACHED_TARGETS)
+        #: Search target -> (when to look again, what a search of it needs). Bounded likewise: the keys come
+        #: from callers (``index=``), and a client lives as long as its process.
+        self.targets: MutableMapping[str, tuple[float, TargetInfo]] = LRUCache(CACHED_TARGETS)
         self._refreshing: dict[str, asyncio.Task[TargetInfo]] = {}
 
     def close(self) -> None:

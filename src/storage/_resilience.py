@@ -9,9 +9,19 @@
    dependency sees at most ~20 % extra load; ``reraise=True``: tenacity's own errors never escape;
 4. **circuit breaker** (pybreaker's state machine, used from asyncio correctly) around each attempt:
    the attempt's outcome is replayed into the breaker synchronously after the await, so coroutines are
-   really counted; cancellation is never counted; half-open lets exactly one probe through; open → half-open
-   is decided on the monotonic clock; listeners cannot replace the caller's error;
+   really counted; half-open lets exactly one probe through; open → half-open is decided on the monotonic
+   clock; listeners cannot replace the caller's error;
 5. **attempt timeout** inside the breaker, so slow calls count as failures.
+
+**Slow is a failure; the caller's cancellation is not.** An attempt counts as its dependency's failure when
+it ends without an answer because *a timer* ran out: its own attempt timeout, or the budget of the leg or
+stage that called it (passed as ``within``, see :meth:`Resilience.call`) — a hung Elasticsearch, embedder,
+reranker or chat model opens its breaker after ``fail_max`` such calls, and from then on callers fail in
+microseconds instead of each waiting out a budget. A cancellation that comes from anywhere else (the caller
+gave up, the client closed) is never counted. Elasticsearch's requests carry a transport timeout shorter
+than the leg budget when there is another node to try (``storage._backend``): a hung node among healthy
+ones is marked dead by the transport and the request fails over inside the budget, so it costs one
+timeout, not the leg, and never reaches the breaker.
 
 Defaults and their reasons: 3 attempts (one original + two retries covers a node restart or a blip
 without multiplying load); backoff 0.2 s doubling to 2 s (jitter spreads synchronized clients);
@@ -186,10 +196,12 @@ class Resilience:
         attempt_timeout_s: float | None = None,
         within: asyncio.Timeout | None = None,
     ) -> T:
-        """``within``: the caller's own ``asyncio.timeout`` scope around this call, if it has one. An
-        attempt that would end no earlier than that scope then opens no timeout of its own (the scope ends
-        it first): a timeout scope is a timer scheduled and cancelled on the event loop, and a search's legs
-        and fetch each had two, nested, the inner one never firing."""
+        """``within``: the caller's own ``asyncio.timeout`` scope around this call (a leg's or a stage's
+        budget), if it has one. An attempt that would end no earlier than that scope opens no timeout of its
+        own (the scope ends it first), and **the scope's expiry while an attempt waits counts as that
+        attempt's failure** (a timeout), exactly as the attempt's own timeout would: a dependency that stops
+        answering opens its breaker whichever timer notices first. A cancellation from anywhere else is the
+        caller's and is never counted."""
         if self._closed.is_set():
             raise ClientClosed("the client is closed")
         p = self.policy
@@ -256,8 +268,17 @@ class Resilience:
             self._record(exc)
             self._log_attempt_failure(exc)
             raise
-        except BaseException:
-            # Cancellation (or a bug in op): the dependency did nothing wrong; the breaker is untouched.
+        except asyncio.CancelledError:
+            if within is not None and within.expired():
+                # The caller's budget ran out while the dependency had not answered: slow is a failure.
+                err = DependencyUnavailable(
+                    f"{self.dependency} did not answer within the caller's budget",
+                    dependency=self.dependency,
+                    reason="timeout",
+                )
+                self._record(err)
+                self._log_attempt_failure(err)
+            # Otherwise the caller's own cancellation: the dependency did nothing wrong; the breaker is untouched.
             raise
         else:
             self._record(None)

@@ -123,8 +123,9 @@ async def test_an_error_status_on_a_stream_is_typed(chat: OpenAIChat, scripted_s
 
 async def test_refused_and_timeout_are_unavailable() -> None:
     refused = OpenAIChat(model="m", base_url="http://127.0.0.1:9/v1", timeout_s=1)
-    with pytest.raises(ProviderUnavailable, match="unreachable"):
+    with pytest.raises(ProviderUnavailable, match="refused the connection") as info:
         await refused.complete(MESSAGES)  # type: ignore[arg-type]
+    assert info.value.kind == "refused"
     await refused.aclose()
 
 

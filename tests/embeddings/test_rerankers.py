@@ -137,8 +137,9 @@ async def test_http_reranker_timeout_and_refused_connection_are_unavailable(rera
         s.bind(("127.0.0.1", port))
         refused = HttpReranker(f"http://127.0.0.1:{port}", api="tei")
         try:
-            with pytest.raises(ProviderUnavailable, match="unreachable"):
+            with pytest.raises(ProviderUnavailable, match="refused the connection") as info:
                 await refused.rerank(QUERY, DOCS)
+            assert info.value.kind == "refused"
         finally:
             await refused.aclose()
 

@@ -193,3 +193,50 @@ async def test_a_client_reaching_only_one_of_three_hosts_still_works(cluster: Lo
         for p in proxies:
             await p.stop()
     print(f"\none of three hosts reachable: 20/20 searches ok; sniffing found {len(hosts)} nodes")
+
+
+async def test_one_hung_node_of_three_costs_a_failover_not_the_leg_and_rejoins_when_it_answers(
+    cluster: LocalCluster, loaded: SearchClient
+) -> None:
+    """A node that accepts connections and never answers (a long GC pause, a half-open connection): each
+    request that lands on it times out after half the leg budget, the transport marks the node dead and
+    sends the request to another node, so every search still has both legs; the breaker never opens (the
+    cluster is fine). Once the node answers again, it gets requests again."""
+    proxies = []
+    for node in cluster.nodes:
+        parsed = urllib.parse.urlparse(node.url)
+        proxies.append(await FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 9200).start())
+    try:
+        settings = _settings([p.url for p in proxies], loaded.index, leg_timeout_s=2.0)
+        async with SearchClient.from_settings(settings, embedder=HashingEmbedder()) as c:
+            assert (await c.search("revenue note")).hits  # (every node answers; the client is warm)
+            await proxies[0].set_mode("blackhole")
+            outcomes: list[tuple[bool, float]] = []
+
+            async def caller(n: int) -> None:
+                for i in range(12):
+                    t0 = time.perf_counter()
+                    res = await c.search(f"revenue note {n * 12 + i}")
+                    outcomes.append((not res.degraded and bool(res.hits), time.perf_counter() - t0))
+
+            await asyncio.gather(*(caller(n) for n in range(4)))
+            hung_requests = proxies[0].requests
+            assert hung_requests >= 1  # the hung node was tried
+            assert all(both for both, _ in outcomes)  # and every search kept both legs
+            assert c.resilience["elasticsearch"].state == "closed"
+            slowest = max(seconds for _, seconds in outcomes)
+            await proxies[0].set_mode("pass")
+            before = proxies[0].requests
+            for i in range(40):  # (the node's dead time: 1 s, doubling while it fails)
+                await c.search(f"revenue note {i}")
+                if proxies[0].requests > before:
+                    break
+                await asyncio.sleep(0.25)
+            assert proxies[0].requests > before  # the node rejoined
+    finally:
+        for p in proxies:
+            await p.stop()
+    print(
+        f"\none of three nodes hung: {len(outcomes)} hybrid searches by 4 callers, all with both legs, slowest "
+        f"{slowest:.2f} s (leg budget 2 s); {hung_requests} requests reached the hung node"
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from embeddings import Embedder, InvalidEmbedding, LocalEmbedder, Vector
+from embeddings import Embedder, HashingEmbedder, InvalidEmbedding, LocalEmbedder, Vector
 from storage import Document, IndexProgress, ModelMismatch, SearchClient, SearchSettings
 
 pytestmark = pytest.mark.slow
@@ -218,3 +218,103 @@ def test_the_command_line_moves_the_index_with_a_progress_bar(
     again = subprocess.run([exe, "reembed", "--model", NEW], env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "nothing to do" in again.stdout
+
+
+class _Slowed(HashingEmbedder):
+    """The hashing model taking 50 ms per batch (a re-embedding that lasts while the writer writes); ``other``:
+    another model of the same length (its vectors would fit the mapping: only the model id tells them apart)."""
+
+    def __init__(self, *, other: bool) -> None:
+        super().__init__(dimensions=64)
+        self.other = other
+
+    @property
+    def model_id(self) -> str:
+        return "hashing-64-other" if self.other else super().model_id
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        await asyncio.sleep(0.05)
+        return await super().embed_documents(texts)
+
+
+@pytest.mark.parametrize(
+    ("change", "delete_old"),
+    [("model", True), ("model", False), ("analyzer", True)],
+    ids=["model-delete_old", "model-keep_old", "analyzer-delete_old"],
+)
+async def test_a_reembed_while_a_writer_adds_updates_and_deletes_moves_the_alias_and_loses_nothing(
+    settings: SearchSettings, es: AsyncElasticsearch, change: str, delete_old: bool
+) -> None:
+    """600 documents; a writer adds one every 10 ms through the alias, updates some and deletes others while
+    the alias moves to a new version: the alias moves, and the new version holds exactly what the writer was
+    told was written — every added id, the updated texts, none of the deleted. A move to another model refuses
+    the old model's writes after it (ModelMismatch: never mixed, never acknowledged); a move with the same model
+    (here: another analyzer) takes them."""
+    base = [Document(id=f"b{i:04d}", title=f"Note {i}", text=f"report {i} on {TOPICS[i % 5]}") for i in range(600)]
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as writer:
+        await writer.ensure_index()
+        assert (await writer.index_documents(base, refresh=True)).ok
+        added: list[str] = []
+        updated: dict[str, str] = {}
+        deleted: list[str] = []
+        refused: list[str] = []
+        stop = asyncio.Event()
+
+        async def write() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                docs = [Document(id=f"w{n:05d}", text=f"written while the index moved, number {n}")]
+                if n % 7 == 0:  # an update of a document the copy has (or has not yet) read
+                    docs.append(Document(id=f"b{n % 600:04d}", text=f"updated during the move {n}"))
+                try:
+                    report = await writer.index_documents(docs)
+                except ModelMismatch:
+                    refused.append(docs[0].id)
+                    await asyncio.sleep(0.01)
+                    continue
+                refused.extend(f.id for f in report.failed if f.reason == "model_mismatch")
+                for doc in docs:
+                    if doc.id in report.indexed:
+                        if doc.id.startswith("w"):
+                            added.append(doc.id)
+                        else:
+                            updated[doc.id] = doc.text
+                if n % 11 == 0:
+                    deleted.extend(await writer.delete_documents([f"b{(n * 13) % 600:04d}"]))
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(write())
+        moving = settings.model_copy(
+            update={"embed_batch_size": 16, **({"analyzer": "standard"} if change == "analyzer" else {})}
+        )
+        mover = SearchClient.from_settings(moving, embedder=_Slowed(other=change == "model"))
+        async with mover:
+            report = await mover.reembed(delete_old=delete_old)
+        written_before = len(added)
+        await asyncio.sleep(0.3)  # writes after the move, through the alias
+        stop.set()
+        await task
+    assert report.promoted, report.reason
+    assert report.target == f"{settings.index}-000002"
+    assert list((await es.indices.get_alias(name=settings.index)).body) == [report.target]
+    assert (await es.indices.exists(index=report.source)).body is not delete_old
+    await es.indices.refresh(index=report.target)
+    held = await es.search(index=report.target, size=10_000, source=["text"], query={"match_all": {}})
+    texts = {h["_id"]: h["_source"]["text"] for h in held.body["hits"]["hits"]}
+    assert written_before > 20
+    assert set(added) <= set(texts)  # every acknowledged write is in the new version
+    assert not set(deleted) & set(texts)  # and every acknowledged delete
+    for doc_id, text in updated.items():
+        if doc_id not in deleted:
+            assert texts[doc_id] == text
+    assert len(texts) == 600 - len(set(deleted)) + len(added)
+    if change == "model":
+        assert refused  # the old model's writes after the move: refused, typed
+        assert not set(refused) & set(texts)
+    else:
+        assert not refused
+        assert len(added) > written_before  # the writes went on after the move
+    if not delete_old:
+        blocks = (await es.indices.get_settings(index=report.source)).body[report.source]["settings"]["index"]
+        assert str(blocks.get("blocks", {}).get("write", "false")) == "false"  # the block was lifted

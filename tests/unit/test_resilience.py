@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 
 import pytest
 
@@ -177,9 +178,8 @@ async def test_slow_attempts_time_out_and_count_as_failures() -> None:
 async def test_an_attempt_inside_a_callers_earlier_scope_opens_no_timeout_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The caller's scope ends the attempt (a leg's budget): no second timer, the breaker untouched, as
-    when the inner timeout was there and never fired. An attempt timeout shorter than the scope still fires
-    (and counts)."""
+    """An attempt inside the caller's scope (a leg's budget) that the scope would end first opens no second
+    timer. An attempt timeout shorter than the scope still fires (and counts)."""
     s = stack(FakeTime(), attempts=1, fail_max=1, attempt_timeout_s=10.0)
     opened: list[float | None] = []
     real_timeout = asyncio.timeout
@@ -196,18 +196,56 @@ async def test_an_attempt_inside_a_callers_earlier_scope_opens_no_timeout_of_its
         monkeypatch.setattr(asyncio, "timeout", counting)
         assert await s.call(Script(), within=scope) == "ok"
     assert opened == []
-    with pytest.raises(TimeoutError):
-        async with real_timeout(0.05) as scope:
-            await s.call(hang, within=scope)
-    assert opened == []
-    assert s.state == "closed"
-    assert s.breaker.fail_counter == 0
     async with real_timeout(5.0) as scope:
         with pytest.raises(DependencyUnavailable) as info:
             await s.call(hang, attempt_timeout_s=0.05, within=scope)
     assert opened == [0.05]
     assert info.value.reason == "timeout"
     assert s.state == "open"
+
+
+async def test_a_dependency_that_outlasts_the_callers_budget_counts_as_a_failure_and_opens_the_breaker() -> None:
+    """A hung dependency: the leg's budget (the caller's scope) ends the attempt before its own timeout would.
+    That expiry is the dependency's failure, exactly like an attempt timeout: after fail_max of them the
+    breaker is open and the next call fails fast without waiting."""
+    s = stack(FakeTime(), attempts=1, fail_max=3, attempt_timeout_s=10.0)
+
+    async def hang() -> str:
+        await asyncio.sleep(10)
+        return "late"
+
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.02) as scope:
+                await s.call(hang, within=scope)
+    assert s.state == "open"
+    started = time.perf_counter()
+    with pytest.raises(CircuitOpen):
+        async with asyncio.timeout(5.0) as scope:
+            await s.call(hang, within=scope)
+    assert time.perf_counter() - started < 1.0
+
+
+async def test_a_callers_cancellation_inside_an_unexpired_budget_is_never_counted() -> None:
+    s = stack(FakeTime(), attempts=1, fail_max=1, attempt_timeout_s=10.0)
+    started = asyncio.Event()
+
+    async def hang() -> str:
+        started.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    async def caller() -> str:
+        async with asyncio.timeout(5.0) as scope:
+            return await s.call(hang, within=scope)
+
+    task = asyncio.create_task(caller())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert s.state == "closed"
+    assert s.breaker.fail_counter == 0
 
 
 async def test_cancellation_during_an_attempt_is_unchanged_and_not_counted() -> None:

@@ -150,6 +150,12 @@ def print_answer(answer: Answer, *, streamed: bool = False) -> None:
         if streamed:
             out.print("", markup=False)
         err.print(f"no answer: the chat model failed ({answer.degraded_reason}): {answer.error}", markup=False)
+        if answer.degraded_reason == "llm_disconnected":
+            err.print(
+                "the chat server died while answering; a local one started with `python -m embeddings.local_llm "
+                "start` writes its log to .cache/llm/instances/<model>/server.log (LLM_LOCAL_CACHE)",
+                markup=False,
+            )
     elif answer.status == "no_context":
         err.print("no answer: what the search found does not fit the chat model's context (see LLM_CONTEXT_TOKENS)")
     elif not streamed or answer.status == "nothing_found":

@@ -27,6 +27,7 @@ from .._facets import FacetSpec
 from .._fusion import LegHit
 from .._fusion_setting import FusionSetting, InForce, configured_fusion
 from .._logging import query_hash
+from .._mapping import valid_target
 from .._requests import SearchRequest
 from .._results import SearchResponse
 from .._tenancy import tenants_of
@@ -73,7 +74,8 @@ class Engine:
     async def plan(self, request: SearchRequest) -> Plan:
         """Stage 1: the request validated against the settings and the fusion stored with its target."""
         b = self._b
-        target = await b.metadata.target(request.index or b.settings.index)
+        # The target is checked before anything is sent for it (its mapping is looked up next).
+        target = await b.metadata.target(valid_target(request.index) if request.index else b.settings.index)
         stored = target.fusion
         below = self._below.get(stored) or self.below_call(stored)
         return plan_search(

@@ -86,9 +86,12 @@ class RerankStage:
         budget = self._b.settings.rerank_timeout_s
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(budget):
+            async with asyncio.timeout(budget) as scope:
                 scores = await self._b.rerank(
-                    plan.text, [rerank_text(sources.get(doc_id, {})) for doc_id in candidates], budget_s=budget
+                    plan.text,
+                    [rerank_text(sources.get(doc_id, {})) for doc_id in candidates],
+                    budget_s=budget,
+                    within=scope,
                 )
         except (TimeoutError, SearchError) as exc:
             error = timeout_error("rerank", "reranker", budget) if isinstance(exc, TimeoutError) else exc
