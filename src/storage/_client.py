@@ -16,7 +16,7 @@ but the dependencies.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -61,7 +61,7 @@ class SearchClient:
         embedder: Embedder,
         settings: SearchSettings | None = None,
         *,
-        owns_clients: bool = True,
+        owns_clients: bool = False,
         es_policy: ResiliencePolicy | None = None,
         embeddings_policy: ResiliencePolicy | None = None,
         reranker: Reranker | None = None,
@@ -71,7 +71,11 @@ class SearchClient:
     ) -> None:
         self._es = es
         self._settings = settings if settings is not None else SearchSettings()
-        self._owns = owns_clients
+        #: What :meth:`aclose` closes: what this client made (``from_settings``), or what it was given with
+        #: ``owns_clients=True``. A client or provider the caller made and passed is the caller's to close.
+        self._closers: tuple[Callable[[], Awaitable[None]], ...] = (
+            _closers(es, embedder, reranker, llm) if owns_clients else ()
+        )
         self._backend = Backend(
             es,
             embedder,
@@ -157,7 +161,12 @@ class SearchClient:
             chat = llm if llm is not None else create_llm()
         except ProviderConfigError as exc:
             raise ConfigurationError(str(exc)) from exc
-        return cls(es, emb, s, reranker=rer, llm=chat)
+        client = cls(es, emb, s, reranker=rer, llm=chat)
+        # It closes what it made; the providers given here are the caller's.
+        client._closers = _closers(
+            es, *(made if given is None else None for made, given in ((emb, embedder), (rer, reranker), (chat, llm)))
+        )
+        return client
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
@@ -192,7 +201,8 @@ class SearchClient:
         return sink
 
     async def aclose(self) -> None:
-        """Close the Elasticsearch connection pool and the model providers. Idempotent."""
+        """Close what this client owns: the Elasticsearch client and the model providers it made (from
+        :meth:`from_settings`), or was given with ``owns_clients=True``. Idempotent."""
         b = self._backend
         if b.closed:
             return
@@ -201,19 +211,14 @@ class SearchClient:
             sink, observer = self._telemetry
             b.events.remove(observer)
             await sink.aclose()
-        if self._owns:
+        failures: list[Exception] = []
+        for close in self._closers:  # every one is closed, whatever the others do
             try:
-                await self._es.close()
-            finally:
-                try:
-                    await b.embedder.aclose()
-                finally:
-                    try:
-                        if b.reranker is not None:
-                            await b.reranker.aclose()
-                    finally:
-                        if b.llm is not None:
-                            await b.llm.aclose()
+                await close()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     @property
     def closed(self) -> bool:
@@ -346,6 +351,8 @@ class SearchClient:
         :class:`InvalidDocument` for the first one and sends nothing. Every unique id submitted ends up in
         exactly one of ``report.indexed`` / ``report.failed``; a document whose embedding failed is reported
         and never indexed without its vector. ``refresh=True`` waits until the documents are searchable.
+        ``overwrite=False`` writes only ids the index does not hold (atomically: Elasticsearch's ``create``);
+        the others are failed with reason ``exists``.
         """
         return await self._ingester.index_documents(request)
 
@@ -487,3 +494,10 @@ class SearchClient:
                 async for page in pages: ...
         """
         return self._walker.walk(request)
+
+
+def _closers(
+    es: AsyncElasticsearch | None, *providers: Embedder | Reranker | LLM | None
+) -> tuple[Callable[[], Awaitable[None]], ...]:
+    """How to close ``es`` and the ``providers`` given (None: nothing to close)."""
+    return (*((es.close,) if es is not None else ()), *(p.aclose for p in providers if p is not None))

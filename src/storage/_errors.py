@@ -25,6 +25,8 @@
     │                                   raised before any request is sent
     ├── DocumentsNotIndexed             a framework store's write left documents out (.failed: each one's
     │                                   id and reason; .indexed: the others, which were written)
+    ├── IngestInterrupted               the documents given raised part-way: .report accounts for every one
+    │                                   read before (indexed, failed, not sent); __cause__ is the input's
     ├── IndexNotFound                   the index / alias does not exist (call ensure_index())
     ├── CursorExpired                   a deep-paging walk's point-in-time expired: start the walk again
     ├── PartialResults                  some shards did not answer (failed or timed out) and partial
@@ -65,6 +67,7 @@ __all__ = [
     "ElasticsearchNotConfigured",
     "IncompatibleServer",
     "IndexNotFound",
+    "IngestInterrupted",
     "InvalidDocument",
     "InvalidQuery",
     "ModelMismatch",
@@ -292,6 +295,18 @@ class InvalidDocument(SearchError):
     def __init__(self, message: str, *, position: int | None = None) -> None:
         super().__init__(message)
         self.position = position
+
+
+class IngestInterrupted(SearchError):
+    """The documents given to ``index_documents`` raised an error part-way (a generator that failed): the
+    ingest stopped there. ``.report`` accounts for every document read before it — indexed, failed, or
+    not sent — and ``__cause__`` is the input's own error. Re-sending is safe (ids are explicit)."""
+
+    reason = "input_failed"
+
+    def __init__(self, message: str, *, report: Any) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class DocumentsNotIndexed(SearchError):

@@ -34,6 +34,7 @@ from ._mapping import (
     index_body,
     next_index_name,
     stored_passages,
+    vector_index_for,
     versioned_index_name,
 )
 from ._models import FailedDocument
@@ -59,6 +60,8 @@ class IndexManager:
 
     def __init__(self, backend: Backend) -> None:
         self._b = backend
+        #: The server's (major, minor), once read.
+        self._server: tuple[int, int] | None = None
         #: The write index once :meth:`ensure_index` has checked it (ingest calls it first otherwise).
         self.checked_index: str | None = None
 
@@ -95,13 +98,19 @@ class IndexManager:
         b.events.emit(20, "index ready", "index.ensure", {"index.alias": alias, "index.name": write_index})
         return write_index
 
-    async def _check_server(self) -> None:
-        """A server older than :data:`MINIMUM_SERVER` is refused here, by name, before anything is created."""
+    async def _check_server(self) -> tuple[int, int] | None:
+        """The server's (major, minor), read once; a server older than :data:`MINIMUM_SERVER` is refused here,
+        by name, before anything is created."""
+        if self._server is not None:
+            return self._server
         b = self._b
         info = await b.es_call(lambda: b.es.info())
-        reason = too_old(server_version(info.body))
+        found = server_version(info.body)
+        reason = too_old(found)
         if reason is not None:
             raise IncompatibleServer(f"{reason}: upgrade the server (any version from 8.12 to 9.x works)")
+        self._server = found
+        return found
 
     async def create_index_version(self) -> str:
         b = self._b
@@ -432,6 +441,7 @@ class IndexManager:
         s, emb = b.settings, embedder or b.embedder
         analyzer = analyzer or s.analyzer
         body = index_body(
+            vector_index=vector_index_for(await self._check_server()),
             dimensions=emb.dimensions,
             normalized=emb.normalized,
             model_id=emb.model_id,

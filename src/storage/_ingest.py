@@ -19,39 +19,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch.helpers import async_streaming_bulk
-from pydantic import ValidationError
 
 from embeddings import Embedder, InvalidEmbedding, ProviderError, Vector, Windowed
 
 from ._backend import Backend
 from ._changes import held_while_blocked
-from ._errors import CircuitOpen, InvalidDocument, InvalidQuery, ModelMismatch, SearchError
+from ._errors import CircuitOpen, IngestInterrupted, InvalidQuery, ModelMismatch, SearchError
 from ._errors_map import map_provider_error
 from ._indices import IndexManager
+from ._intake import Intake, Outcomes, Record
 from ._mapping import valid_target
-from ._models import Document, FailedDocument, IndexProgress, IndexReport, content_hash, embedding_text
+from ._models import FailedDocument, IndexProgress, IndexReport, content_hash, embedding_text
 from ._requests import IngestRequest, ProgressCallback
 from ._resilience import Resilience
-from ._tenancy import require, stamp
+from ._tenancy import require
 from .passages import PassagePlan, PassageSetting, Span, plan_passages
 
 __all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One document on its way into an index: its id, its ``_source`` (without vectors or passages), and its
-    title and text (the embedder reads the title and the text: :func:`embedding_text`)."""
-
-    id: str
-    source: dict[str, Any]
-    title: str
-    text: str
-
-    @property
-    def head(self) -> str:
-        return embedding_text(self.title, self.text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,76 +76,86 @@ class Ingester:
         b = self._b
         b.check_open()
         started = time.perf_counter()
-        documents, refresh, progress, index, tenant_id, strict = (
-            request.documents,
-            request.refresh,
-            request.progress,
-            request.index,
-            request.tenant_id,
-            request.strict,
-        )
+        index, tenant_id = request.index, request.tenant_id
         if tenant_id is not None:
             require(tenant_id, "index_documents", multi_tenant=b.settings.multi_tenant)
-        coerced, duplicates, invalid = _coerce_documents(documents)
-        docs, invalid = self._assign_tenant(coerced, tenant_id, invalid)
-        if invalid and strict:
-            first = min(invalid, key=lambda f: f.position or 0)
-            raise InvalidDocument(f"document #{first.position} is invalid: {first.detail}", position=first.position)
-        if invalid:
+        if index is not None and "," in index:
+            raise InvalidQuery("index_documents writes to one index or alias")
+        target = valid_target(index) if index else b.settings.index
+        intake = Intake(
+            request.documents, tenant_id=tenant_id, multi_tenant=b.settings.multi_tenant, strict=request.strict
+        )
+        if self._indices.checked_index is None and index is None:
+            await self._indices.ensure_index()
+        outcomes = Outcomes()
+        await self.write(
+            intake.batches(b.settings.embed_batch_size),
+            target,
+            outcomes,
+            intake=intake,
+            progress=request.progress,
+            overwrite=request.overwrite,
+        )
+        failed = [*intake.invalid, *outcomes.failed]
+        if intake.invalid:
             b.events.emit(
                 30,
                 "invalid documents skipped",
                 "index.invalid_documents",
-                {"index.invalid": len(invalid), "error.message": invalid[0].detail[:200]},
+                {"index.invalid": len(intake.invalid), "error.message": intake.invalid[0].detail[:200]},
             )
-        if self._indices.checked_index is None and index is None:
-            await self._indices.ensure_index()
-        if index is not None and "," in index:
-            raise InvalidQuery("index_documents writes to one index or alias")
-        target = valid_target(index) if index else b.settings.index
-        records = [Record(doc.id, doc.to_source(), doc.title, doc.text) for doc in docs]
-        indexed, failed, unchanged = await self.write(records, target, progress=progress, already_failed=invalid)
-        if refresh and indexed and not any(f.reason == "not_sent" for f in failed):  # (not_sent: ES is down)
-            await b.es_call(lambda: b.es.indices.refresh(index=target))
+        if request.refresh and outcomes.indexed and not any(f.reason == "not_sent" for f in failed):
+            await b.es_call(lambda: b.es.indices.refresh(index=target))  # (not_sent: ES is down)
         report = IndexReport(
             index=target,
-            indexed=indexed,
+            indexed=outcomes.indexed,
             failed=failed,
-            duplicates=duplicates,
-            unchanged=unchanged,
+            duplicates=intake.duplicates,
+            unchanged=outcomes.unchanged,
             seconds=time.perf_counter() - started,
         )
         b.events.emit(
-            20 if report.ok else 30,
+            20 if report.ok and intake.error is None else 30,
             "documents indexed",
             "index.documents",
             {
                 "index.name": target,
-                "index.submitted": len(records) + len(invalid),
-                "index.indexed": len(indexed),
+                "index.submitted": intake.taken,
+                "index.indexed": len(report.indexed),
                 "index.failed": len(failed),
                 "event.duration": int(report.seconds * 1e9),
             },
         )
+        if intake.error is not None:
+            raise IngestInterrupted(
+                f"the documents given raised {type(intake.error).__name__} after {intake.taken} were read: "
+                f"{len(report.indexed)} indexed, {len(failed)} failed (see .report; re-sending them is safe: "
+                f"ids are explicit)",
+                report=report,
+            ) from intake.error
         return report
 
     async def write(
         self,
-        records: Sequence[Record],
+        batches: Iterable[list[Record]],
         target: str,
+        outcomes: Outcomes,
         *,
+        intake: Intake | None = None,
         progress: ProgressCallback | None = None,
-        already_failed: Sequence[FailedDocument] = (),
         embedder: Embedder | None = None,
         stack: Resilience | None = None,
-    ) -> tuple[list[str], list[FailedDocument], list[str]]:
-        """Embed ``records`` in batches (with ``embedder`` through ``stack``, default the client's) while
-        earlier batches are bulk-indexed into ``target``: every id ends up indexed or failed, and a record
-        whose embedding failed is never written without its vectors. Into a target read in passages, every
-        record gets them (cut as the target recorded). Into a target that records content hashes, a record
-        it holds already with the same content is neither embedded nor written (returned as indexed, and
-        apart as unchanged). ``already_failed`` are counted in the progress and the failures (documents
-        refused before this stage). Returns (indexed, failed, unchanged)."""
+        overwrite: bool = True,
+    ) -> None:
+        """Embed the records of ``batches`` (read one batch at a time: a generator of any length is read with
+        flat memory; with ``embedder`` through ``stack``, default the client's) while earlier ones are
+        bulk-indexed into ``target``, recording each record's outcome in ``outcomes``: indexed or failed, a
+        record whose embedding failed never written without its vectors, one taken and never sent
+        ``not_sent``. Into a target read in passages, every record gets them (cut as the target recorded).
+        Into a target that records content hashes, a record it holds already with the same content is neither
+        embedded nor written (indexed, and apart as unchanged). ``intake``: where the batches come from (its
+        repeated ids and its invalid documents count in the progress). ``overwrite=False``: Elasticsearch's
+        ``create`` (a document the target holds fails with reason ``exists``)."""
         b = self._b
         info = await b.metadata.read_target(target)
         model = (embedder or b.embedder).model_id
@@ -168,60 +163,54 @@ class Ingester:
             raise ModelMismatch(_mismatch(target, info.model_id, model))
         setting = info.passage_setting
         with_text, nested_heads = info.writes_passage_text, info.writes_nested_heads
-        if info.content_hash:  # the target records each document's content: unchanged ones are skipped
-            records = [_hashed(r) for r in records]
-            look = bool(records) and await self._indices.count_all(target) > 0
-        else:
-            look = False
-        unchanged: list[str] = []
-        total = len(records) + len(already_failed)
-        indexed: list[str] = []
-        failed: list[FailedDocument] = list(already_failed)
-        embedded = len(already_failed)
-        vectors = 0
+        hashed = info.content_hash and overwrite  # the target records each document's content: skip unchanged
+        look = hashed and await self._indices.count_all(target) > 0
+        counts = {"taken": 0, "embedded": 0, "vectors": 0}
 
         def report_progress(embedding: int = 0) -> None:
             """``embedding``: records of the batch being embedded whose vectors are all done."""
             if progress is not None:
+                invalid = len(intake.invalid) if intake is not None else 0
                 progress(
                     IndexProgress(
-                        total=total,
-                        embedded=embedded + embedding,
-                        indexed=len(indexed),
-                        failed=len(failed),
-                        vectors=vectors,
+                        total=counts["taken"] + invalid,
+                        embedded=counts["embedded"] + invalid + embedding,
+                        indexed=len(outcomes.indexed),
+                        failed=len(outcomes.failed) + invalid,
+                        vectors=counts["vectors"],
                     )
                 )
 
         def embedding_step(records_done: int, vectors_done: int) -> None:
-            nonlocal vectors
-            vectors += vectors_done
+            counts["vectors"] += vectors_done
             report_progress(records_done)
 
         queue: asyncio.Queue[list[Embedded] | None] = asyncio.Queue(_INDEXING_CONCURRENCY_QUEUE)
+        stopped: list[SearchError] = []
 
         async def produce() -> None:
-            nonlocal embedded
             try:
-                size = b.settings.embed_batch_size
-                for start in range(0, len(records), size):
-                    batch = records[start : start + size]
+                for batch in batches:
+                    if stopped:
+                        break
+                    if hashed:
+                        batch = [_hashed(r) for r in batch]
+                    outcomes.taken(batch)
+                    if intake is not None and intake.repeats:
+                        outcomes.repeated(batch, intake.repeats)
+                    counts["taken"] += len(batch)
                     if look:
-                        held = await self._indices.content_hashes(target, [r.id for r in batch])
-                        same = [r for r in batch if held.get(r.id) == r.source["content_hash"]]
-                        if same:
-                            unchanged.extend(r.id for r in same)
-                            indexed.extend(r.id for r in same)
-                            batch = [r for r in batch if held.get(r.id) != r.source["content_hash"]]
+                        batch = await self._skip_unchanged(target, batch, outcomes, stopped)
                     if batch:
                         groups = self._embed_groups(batch, embedder, stack, setting, embedding_step)
                         async with contextlib.aclosing(groups):
                             async for ok, bad, done in groups:  # written as each group is embedded
-                                failed.extend(bad)
+                                for failure in bad:
+                                    outcomes.fail(_by_id(batch, failure.id), failure)
                                 report_progress(done)
                                 if ok:
                                     await queue.put(ok)
-                    embedded += len(records[start : start + size])
+                    counts["embedded"] = counts["taken"]
                     report_progress()
             except asyncio.CancelledError:
                 # Cancelled only once the consumer has stopped (below): nobody reads the end marker, and
@@ -232,8 +221,6 @@ class Ingester:
                 raise
             await queue.put(None)
 
-        stopped: list[SearchError] = []
-
         async def fits(model: str) -> dict[str, Any] | None:
             """Before held writes are sent again: the alias may have moved to an index of another model."""
             now = (await b.metadata.read_target(target)).model_id
@@ -243,9 +230,11 @@ class Ingester:
 
         async def consume() -> None:
             while (item := await queue.get()) is not None:
+                if stopped:
+                    continue  # (the producer stops at its next batch; what it queued is reported not sent)
                 actions = [
                     {
-                        "_op_type": "index",
+                        "_op_type": "index" if overwrite else "create",
                         "_index": target,
                         "_id": e.record.id,
                         "_source": e.source_for(with_text=with_text, nested_heads=nested_heads),
@@ -254,6 +243,7 @@ class Ingester:
                 ]
                 if not nested_heads and any(len(e.spans) > 1 for e in item):
                     b.metadata.saw_long_documents()  # (before the write: a search right after must read them)
+                records = {e.record.id: e.record for e in item}
                 try:
                     results = await held_while_blocked(
                         self._send_bulk, actions, lambda a: str(a["_id"]), still_fits=functools.partial(fits, model)
@@ -264,25 +254,18 @@ class Ingester:
                     # embedded in vain; stop, and report the rest as not sent.
                     if isinstance(exc, CircuitOpen):
                         stopped.append(exc)
-                    for e in item:
-                        failed.append(
-                            FailedDocument(
-                                id=e.record.id,
-                                reason=exc.reason if exc.reason != "error" else "transport_error",
-                                detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: "
-                                "ids are explicit)",
-                            )
-                        )
+                    for r in records.values():
+                        outcomes.fail(r, _transport_failure(r.id, exc))
                     report_progress()
-                    if stopped:
-                        return
                     continue
                 for ok, info in results:
                     doc_id = str(info.get("_id"))
+                    if doc_id not in records:
+                        continue
                     if ok:
-                        indexed.append(doc_id)
+                        outcomes.ok(records[doc_id])
                     else:
-                        failed.append(_bulk_failure(doc_id, info))
+                        outcomes.fail(records[doc_id], _bulk_failure(doc_id, info))
                 report_progress()
 
         producer = asyncio.create_task(produce(), name="storage-embed-producer")
@@ -292,31 +275,29 @@ class Ingester:
             if not producer.done():
                 producer.cancel()
             await asyncio.gather(producer, return_exceptions=True)
+            why = f"{type(stopped[0]).__name__}: {stopped[0]}" if stopped else "bulk indexing stopped"
+            outcomes.settle(why)  # every record taken has an outcome, whatever happened above
+            report_progress()
         if not producer.cancelled() and (producer_exc := producer.exception()) is not None:
             raise producer_exc
-        accounted = set(indexed) | {f.id for f in failed}
-        for rec in records:  # defensive: every id is accounted for, whatever happened above
-            if rec.id not in accounted:
-                why = f"{type(stopped[0]).__name__}: {stopped[0]}" if stopped else "bulk indexing stopped"
-                failed.append(FailedDocument(id=rec.id, reason="not_sent", detail=why))
-        report_progress()
-        return indexed, failed, unchanged
 
-    def _assign_tenant(
-        self, docs: list[tuple[int, Document]], tenant_id: str | None, invalid: list[FailedDocument]
-    ) -> tuple[list[Document], list[FailedDocument]]:
-        """``tenant_id=`` stamps every document; a document of another tenant is invalid. A multi-tenant
-        client takes no document without a tenant."""
-        multi = self._b.settings.multi_tenant
-        out: list[Document] = []
-        for position, doc in docs:
-            try:
-                tenant = stamp(tenant_id, doc.tenant_id, multi_tenant=multi, doc_id=doc.id)
-            except InvalidQuery as exc:
-                invalid.append(FailedDocument(id=doc.id, reason="invalid_document", detail=str(exc), position=position))
-                continue
-            out.append(doc if tenant == doc.tenant_id else doc.model_copy(update={"tenant_id": tenant}))
-        return out, invalid
+    async def _skip_unchanged(
+        self, target: str, batch: list[Record], outcomes: Outcomes, stopped: list[SearchError]
+    ) -> list[Record]:
+        """The records of ``batch`` whose content ``target`` does not hold already (those it holds are
+        indexed, unchanged). A failed lookup fails the batch (an open breaker stops the ingest)."""
+        try:
+            held = await self._indices.content_hashes(target, [r.id for r in batch])
+        except SearchError as exc:
+            if isinstance(exc, CircuitOpen):
+                stopped.append(exc)
+            for r in batch:
+                outcomes.fail(r, _transport_failure(r.id, exc))
+            return []
+        for r in batch:
+            if held.get(r.id) == r.source["content_hash"]:
+                outcomes.ok(r, unchanged=True)
+        return [r for r in batch if held.get(r.id) != r.source["content_hash"]]
 
     async def _send_bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
         """One bulk write of ``actions`` through Elasticsearch's resilience stack."""
@@ -442,7 +423,7 @@ class Ingester:
 def _hashed(record: Record) -> Record:
     """The record with its content hash in its source."""
     source = {**record.source, "content_hash": content_hash(record.source)}
-    return Record(record.id, source, record.title, record.text)
+    return Record(record.id, source, record.title, record.text, record.position)
 
 
 def _texts(record: Record, plan: PassagePlan | None) -> list[str]:
@@ -466,52 +447,23 @@ def _regroup(
     return out
 
 
-def _coerce_documents(
-    documents: Iterable[Document | Mapping[str, Any]],
-) -> tuple[list[tuple[int, Document]], list[str], list[FailedDocument]]:
-    """(position, document) for the valid ones (unique ids, the last occurrence wins), the duplicate ids,
-    and an ``invalid_document`` failure for each invalid one (its id, or ``#<position>``)."""
-    if isinstance(documents, Document | Mapping | str | bytes):
-        raise InvalidDocument("index_documents takes an iterable of documents, not a single one")
-    unique: dict[str, tuple[int, Document]] = {}
-    duplicates: list[str] = []
-    invalid: list[FailedDocument] = []
-    for position, item in enumerate(documents):
-        if isinstance(item, Document):
-            doc = item
-        elif isinstance(item, Mapping):
-            try:
-                doc = Document.model_validate(item)
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or 'document'}: {e['msg']}" for e in exc.errors()
-                )
-                raw_id = item.get("id")
-                doc_id = raw_id if isinstance(raw_id, str) and raw_id else f"#{position}"
-                invalid.append(FailedDocument(id=doc_id, reason="invalid_document", detail=problems, position=position))
-                continue
-        else:
-            invalid.append(
-                FailedDocument(
-                    id=f"#{position}",
-                    reason="invalid_document",
-                    detail=f"a {type(item).__name__}, not a Document or mapping",
-                    position=position,
-                )
-            )
-            continue
-        if doc.id in unique:
-            duplicates.append(doc.id)
-            del unique[doc.id]  # the last occurrence wins, in its own position
-        unique[doc.id] = (position, doc)
-    return list(unique.values()), duplicates, invalid
-
-
 def _mismatch(target: str, recorded: str, model: str) -> str:
     return (
         f"{target} holds vectors of {recorded!r} and this client embeds with {model!r}: its writes are refused "
         f"(never mixed). Configure {recorded!r} (EMBEDDINGS_MODEL) — after a reembed moved the index, the writers "
         "move to its model too"
+    )
+
+
+def _by_id(batch: Sequence[Record], doc_id: str) -> Record:
+    return next(r for r in batch if r.id == doc_id)
+
+
+def _transport_failure(doc_id: str, exc: SearchError) -> FailedDocument:
+    return FailedDocument(
+        id=doc_id,
+        reason=exc.reason if exc.reason != "error" else "transport_error",
+        detail=f"{type(exc).__name__}: {exc} (outcome unknown; re-sending is safe: ids are explicit)",
     )
 
 
@@ -532,6 +484,8 @@ def _bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:
         reason = "rejected"
     elif kind == "model_mismatch":
         reason = "model_mismatch"
+    elif status == 409 and kind == "version_conflict_engine_exception":
+        reason = "exists"  # (overwrite=False: the index holds this id)
     elif kind in (
         "mapper_parsing_exception",
         "document_parsing_exception",

@@ -24,6 +24,7 @@ __all__ = [
     "next_index_name",
     "stored_passages",
     "valid_target",
+    "vector_index_for",
     "versioned_index_name",
 ]
 
@@ -120,8 +121,17 @@ def next_index_name(alias: str, existing: list[str]) -> str:
     return versioned_index_name(alias, max(versions, default=0) + 1)
 
 
+def vector_index_for(server: tuple[int, int] | None) -> str:
+    """The HNSW variant new indices get on a server of ``server`` (major, minor): ``int8_hnsw`` (vectors
+    quantized to a byte per dimension, a quarter of the memory) from 8.14, where Elasticsearch made it the
+    default; plain ``hnsw`` (floats) on 8.12-8.13, whose int8 quantization misranks vectors with many zero
+    dimensions (seen on 8.12.2: a one-word match scored below unrelated documents). Unknown: ``int8_hnsw``."""
+    return "hnsw" if server is not None and server < (8, 14) else "int8_hnsw"
+
+
 def index_body(
     *,
+    vector_index: str = "int8_hnsw",
     dimensions: int,
     normalized: bool,
     model_id: str,
@@ -137,7 +147,8 @@ def index_body(
       ``METADATA_VALUE``).
     - ``embedding`` (the head: what the model reads of title + text): ``dot_product`` for unit vectors (same
       ranking as cosine, cheaper), else ``cosine``; HNSW with int8 quantisation (the default from 8.14,
-      written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions).
+      written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions; plain
+      ``hnsw`` on 8.12-8.13: :func:`vector_index_for`).
     - with ``passages``: every document's head vector is indexed flat in ``embedding``, as without passages:
       a document that fits the model's window is stored and searched exactly as in an index without them.
       Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
@@ -160,7 +171,7 @@ def index_body(
         "dims": dimensions,
         "index": True,
         "similarity": similarity,
-        "index_options": {"type": "int8_hnsw", "m": 16, "ef_construction": 100},
+        "index_options": {"type": vector_index, "m": 16, "ef_construction": 100},
     }
     embedding_meta: dict[str, Any] = {"model_id": model_id, "dimensions": dimensions, "normalized": normalized}
     properties: dict[str, Any] = {

@@ -158,6 +158,11 @@ def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str,
     return body
 
 
+#: num_candidates of the fetch's nested kNN: the most Elasticsearch takes. Its filter (the shown ids) leaves
+#: fewer, so the search is exact whether candidates count documents (8.13+) or passages (8.12).
+_EXACT_CANDIDATES = 10_000
+
+
 def fetch_request(
     text: str,
     ids: Sequence[str],
@@ -175,14 +180,16 @@ def fetch_request(
 
     ``passages_for`` (the query's vector, how many): each long document's best passages for that vector, as
     inner hits — a nested kNN query filtered to these ids, which Elasticsearch answers exactly (the filter
-    leaves fewer documents than candidates), so only the passages of the hits shown are read."""
+    leaves fewer documents than candidates: from 8.13 candidates count documents, before they count passages,
+    so the most a query may ask for, 10,000, keeps it exact there too), so only the passages of the hits shown
+    are read."""
     ids = list(ids)
     query: dict[str, Any] = {"bool": {"filter": [{"ids": {"values": ids}}, *scope.clauses]}}
     body: dict[str, Any] = {"query": query, "size": len(ids), "source": _SOURCE, "track_total_hits": False}
     should: list[dict[str, Any]] = []
     if passages_for is not None:
         vector, shown = passages_for
-        knn = {"field": PASSAGE_VECTOR, "query_vector": list(vector), "num_candidates": len(ids)}
+        knn = {"field": PASSAGE_VECTOR, "query_vector": list(vector), "num_candidates": _EXACT_CANDIDATES}
         # (ids alone match the nested passages too on servers before 8.13, which refuse that as a parent filter;
         # every document has a flat head, no passage has one)
         knn["filter"] = [{"ids": {"values": ids}}, {"exists": {"field": "embedding"}}]

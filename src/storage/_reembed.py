@@ -47,7 +47,8 @@ from ._backend import Backend
 from ._changes import Checkpoint, block_writes, changed_since, checkpoint, unblock_writes, writes_blocked
 from ._errors import IndexNotFound
 from ._indices import IndexManager, write_index_of
-from ._ingest import Ingester, Record
+from ._ingest import Ingester
+from ._intake import Outcomes, Record
 from ._mapping import BUILDING, stored_passages
 from ._models import FailedDocument, IndexProgress, ReembedReport
 from ._resilience import Resilience
@@ -221,13 +222,19 @@ class Reembedder:
         run.resumed += resumed
         run.done += resumed
         if records:
-            indexed, bad, _ = await self._ingester.write(
-                records, run.target, progress=run.report_progress, embedder=run.embedder, stack=run.stack
+            outcomes = Outcomes()
+            await self._ingester.write(
+                [list(records)],
+                run.target,
+                outcomes,
+                progress=run.report_progress,
+                embedder=run.embedder,
+                stack=run.stack,
             )
-            run.embedded += len(indexed)
-            for f in bad:
+            run.embedded += len(outcomes.indexed)
+            for f in outcomes.failed:
                 run.failed[f.id] = f
-            for doc_id in indexed:  # (a later catch-up wrote what an earlier write failed)
+            for doc_id in outcomes.indexed:  # (a later catch-up wrote what an earlier write failed)
                 run.failed.pop(doc_id, None)
             run.done += len(records)
         run.report_progress()

@@ -150,6 +150,9 @@ class IngestRequest:
     tenant_id: str | None = None
     #: The first invalid document raises and nothing is sent (else it is reported and the rest indexed).
     strict: bool = False
+    #: False: write only documents whose id the index does not hold (Elasticsearch's ``create``: atomic, so two
+    #: writers racing on one id cannot both win); one it holds is reported failed with reason ``exists``.
+    overwrite: bool = True
 
 
 P = ParamSpec("P")

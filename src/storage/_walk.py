@@ -5,6 +5,7 @@ the BM25 tail below the head is the walk's own."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import time
@@ -35,6 +36,8 @@ class Walker:
     def __init__(self, backend: Backend, engine: Engine) -> None:
         self._b = backend
         self._engine = engine
+        #: Points-in-time of cancelled first pages being closed (held so the tasks are not collected).
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def search_page(self, request: PageRequest) -> SearchPage:
         """One page of a walk; the public contract is documented on ``SearchClient.search_page``."""
@@ -102,11 +105,18 @@ class Walker:
         with span("hybrid_search.page", {"search.mode": plan.mode, "search.page": int(state["p"]) + 1}):
             try:
                 return await self._page(plan.on_pit(state["pit"], keep_alive), state, d, r.page_size, started)
-            except DependencyError as exc:
-                if pit_missing(exc):
+            except BaseException as exc:
+                if isinstance(exc, DependencyError) and pit_missing(exc):
                     raise CursorExpired(
                         f"the walk's point-in-time has expired (kept {keep_alive} between pages); start again"
                     ) from exc
+                if r.cursor is None:  # a failed first page leaves the caller no cursor: close its point-in-time
+                    if isinstance(exc, asyncio.CancelledError):  # (without delaying the caller's cancellation)
+                        task = asyncio.get_running_loop().create_task(self._close_pit(str(state["pit"])))
+                        self._closing.add(task)
+                        task.add_done_callback(self._closing.discard)
+                    else:
+                        await self._close_pit(str(state["pit"]))
                 raise
 
     async def close_cursor(self, cursor: str) -> None:

@@ -145,7 +145,7 @@ def test_the_9x_client_talks_to_an_8x_server_and_a_client_built_without_the_tran
             assert (await c.search("revenue guidance")).ids == ["d1"]
             await c.delete_index()
         raw = AsyncElasticsearch(url)
-        async with SearchClient(raw, HashingEmbedder(dimensions=64), settings) as c:
+        async with SearchClient(raw, HashingEmbedder(dimensions=64), settings, owns_clients=True) as c:
             with pytest.raises(IncompatibleServer, match=r"transport_class=storage\.CompatibleTransport"):
                 await c.ensure_index()
 

@@ -81,7 +81,12 @@ def _scripted_client(settings: SearchSettings, server: ScriptedServer, **policy:
         attempts=3, backoff_initial_s=0.01, backoff_max_s=0.05, deadline_s=10, attempt_timeout_s=5, **policy
     )
     return SearchClient(
-        AsyncElasticsearch(settings.url), HashingEmbedder(dimensions=64), settings, llm=llm, llm_policy=fast
+        AsyncElasticsearch(settings.url),
+        HashingEmbedder(dimensions=64),
+        settings,
+        owns_clients=True,
+        llm=llm,
+        llm_policy=fast,
     )
 
 
@@ -317,7 +322,9 @@ async def test_a_refused_model_is_unavailable_and_the_breaker_opens(settings: Se
     llm = OpenAIChat(model="m", base_url="http://127.0.0.1:9/v1", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=2, reset_timeout_s=60)
     es = AsyncElasticsearch(settings.url)
-    async with SearchClient(es, HashingEmbedder(dimensions=64), settings, llm=llm, llm_policy=policy) as client:
+    async with SearchClient(
+        es, HashingEmbedder(dimensions=64), settings, owns_clients=True, llm=llm, llm_policy=policy
+    ) as client:
         await _indexed(client)
         first = await client.answer("Apple revenue outlook")
         assert first.degraded_reason == "llm_unavailable"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -20,6 +21,7 @@ from storage import (
     Document,
     Exists,
     IndexNotFound,
+    IngestInterrupted,
     InvalidDocument,
     InvalidQuery,
     Not,
@@ -347,3 +349,76 @@ async def test_closed_client_raises_a_typed_error(settings: SearchSettings) -> N
     await c.aclose()
     with pytest.raises(ClientClosed):
         await c.search("x")
+
+
+class _Counting(HashingEmbedder):
+    """The hashing model, counting how often it is closed."""
+
+    closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+async def test_a_client_closes_only_what_it_made_never_what_it_was_given(settings: SearchSettings) -> None:
+    """The caller's Elasticsearch client and embedder outlive the SearchClient they were lent to (and the
+    providers given to from_settings too); with owns_clients=True the client closes what it was given."""
+    es = AsyncElasticsearch(settings.url, request_timeout=10)
+    try:
+        mine = _Counting(dimensions=64)
+        async with SearchClient(es, mine, settings) as lent:
+            await lent.ensure_index()
+        assert (await es.info()).body  # still the caller's, still open
+        assert mine.closed == 0
+        async with SearchClient.from_settings(settings, embedder=mine) as made:
+            await made.ensure_index()
+        assert mine.closed == 0
+        owner = SearchClient(es, mine, settings, owns_clients=True)
+        await owner.aclose()
+        assert mine.closed == 1
+    finally:
+        await es.close()
+
+
+async def test_a_generator_is_read_in_bounded_groups_as_the_writes_go(settings: SearchSettings) -> None:
+    """index_documents reads a generator as it writes: never more than a few batches ahead of what is
+    indexed (flat memory for any number of documents); every document is reported once."""
+    small = settings.model_copy(update={"embed_batch_size": 16})
+    indexed = [0]
+    furthest = [0]
+
+    def documents() -> Iterator[Document]:
+        for i in range(2000):
+            furthest[0] = max(furthest[0], i - indexed[0])
+            yield Document(id=f"g{i}", text=f"streamed document {i}")
+
+    async with SearchClient.from_settings(small, embedder=HashingEmbedder(dimensions=64)) as c:
+        report = await c.index_documents(
+            documents(), progress=lambda p: indexed.__setitem__(0, p.indexed), refresh=True
+        )
+        assert report.ok
+        assert len(report.indexed) == 2000
+        assert await c.count() == 2000
+    assert furthest[0] <= 16 * 8  # read at most a few batches ahead of the writes
+
+
+async def test_an_input_that_raises_part_way_ends_the_ingest_with_a_report_for_every_document_read(
+    client: SearchClient,
+) -> None:
+    await client.ensure_index()
+
+    def documents() -> Iterator[Document | dict[str, str]]:
+        for i in range(150):
+            yield Document(id=f"r{i}", text=f"read before the failure {i}")
+        yield {"id": "bad", "title": ""}  # (an invalid one among them)
+        raise OSError("the source file went away")
+
+    with pytest.raises(IngestInterrupted) as info:
+        await client.index_documents(documents(), refresh=True)
+    report = info.value.report
+    assert isinstance(info.value.__cause__, OSError)
+    assert set(report.indexed) == {f"r{i}" for i in range(150)}
+    assert [f.id for f in report.failed] == ["bad"]
+    assert await client.count() == 150
+    again = await client.index_documents(Document(id=f"r{i}", text=f"again {i}") for i in range(150))
+    assert again.ok  # re-sending is safe

@@ -71,9 +71,19 @@ def _client(
         SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)).elasticsearch,
         embedder or HashingEmbedder(dimensions=64),  # type: ignore[arg-type]
         s,
+        owns_clients=True,
         es_policy=policy,
         embeddings_policy=policy,
     )
+
+
+class _ServedAs(OpenAIEmbedder):
+    """An OpenAI-compatible server serving the index's own model (the hashing one): its faults are that
+    model's, and writes of its vectors fit the index."""
+
+    @property
+    def model_id(self) -> str:
+        return "hashing-64"
 
 
 def _es_error(status: int, kind: str) -> bytes:
@@ -191,7 +201,7 @@ async def test_non_retryable_error_is_one_request_and_leaves_the_breaker_closed(
 async def test_embedder_down_degrades_hybrid_to_bm25_and_ingest_indexes_nothing_without_vectors(
     loaded: SearchClient, es_url: str
 ) -> None:
-    dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
+    dead = _ServedAs(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     async with _client(es_url, loaded.index, embedder=dead) as c:
         res = await c.search("revenue guidance")
         assert res.degraded
@@ -427,7 +437,7 @@ async def test_embedder_answering_garbage_degrades_hybrid_and_indexes_nothing(
         return 200, {"content-type": "application/json"}, json.dumps(data, allow_nan=True).encode()
 
     scripted_server.default = reply
-    emb = OpenAIEmbedder(model="m", dimensions=64, base_url=scripted_server.url, api_key="k", timeout_s=2)
+    emb = _ServedAs(model="m", dimensions=64, base_url=scripted_server.url, api_key="k", timeout_s=2)
     async with _client(es_url, loaded.index, embedder=emb) as c:
         res = await c.search("revenue guidance")
         docs = [Document(id=f"garbage-{answer}-{i}", text="never indexed without a vector") for i in range(3)]

@@ -325,6 +325,30 @@ class TestHaystackDocumentStoreAsyncStandardSuite(
         self.assert_documents_are_equal(await document_store.filter_documents_async(), [doc])
 
 
+async def test_writers_racing_on_one_id_with_policy_fail_never_both_win(settings: SearchSettings) -> None:
+    """Eight stores write a document of the same id at once with DuplicatePolicy.FAIL: each checks that the
+    id is new, and Elasticsearch's create makes the write itself atomic — exactly one wins, the others get
+    DuplicateDocuments, and the stored document is the winner's."""
+    stores = [
+        HybridSearchDocumentStore(hosts=settings.url, index=settings.index, embedder=HashingEmbedder(dimensions=64))
+        for _ in range(8)
+    ]
+    try:
+        await stores[0].count_documents_async()  # (the index exists before the race)
+        docs = [HaystackDocument(id="contested", content=f"writer {n}") for n in range(8)]
+        outcomes = await asyncio.gather(
+            *(s.write_documents_async([d], policy=DuplicatePolicy.FAIL) for s, d in zip(stores, docs, strict=True)),
+            return_exceptions=True,
+        )
+        winners = [n for n, o in enumerate(outcomes) if o == 1]
+        assert len(winners) == 1
+        assert all(isinstance(o, DuplicateDocuments) for n, o in enumerate(outcomes) if n != winners[0])
+        assert [d.content for d in await stores[0].filter_documents_async()] == [f"writer {winners[0]}"]
+    finally:
+        for s in stores:
+            s.close()
+
+
 async def test_the_haystack_store_s_retriever_runs_hybrid_with_haystack_filters_and_round_trips_in_a_pipeline(
     settings: SearchSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

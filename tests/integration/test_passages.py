@@ -212,11 +212,16 @@ async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(
 
 
 async def test_a_tight_context_keeps_the_passage_that_matched_even_when_weaker_ones_come_first_in_the_text(
-    passages: SearchClient,
+    passages: SearchClient, es: AsyncElasticsearch
 ) -> None:
     res = await passages.search("Zorblax quantum widget revenue", mode="hybrid", limit=3)
     top = res.hits[0]
     assert top.id == "long"
+    version = tuple(int(p) for p in (await es.info()).body["version"]["number"].split(".")[:2])
+    if version < (8, 13):  # 8.12's nested kNN returns one inner hit per document (README: Versions)
+        (best,) = top.passages
+        assert "Zorblax" in best.text
+        return
     assert len(top.passages) > 1
     assert "Zorblax" in top.passages[0].text  # the best passage: the last part of the text
     earlier = [p for p in top.passages if p.start < top.passages[0].start]

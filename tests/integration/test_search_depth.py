@@ -17,6 +17,7 @@ from storage import (
     IndexNotFound,
     InvalidQuery,
     SearchClient,
+    SearchFailed,
     SearchSettings,
 )
 
@@ -113,6 +114,22 @@ async def test_walk_closes_its_point_in_time_when_left_early(client: SearchClien
         async for page in pages:
             assert page.page == 1
             break
+    assert await _open_contexts(es) == 0
+
+
+async def test_a_first_page_that_fails_closes_the_point_in_time_it_opened(
+    settings: SearchSettings, client: SearchClient, es: AsyncElasticsearch
+) -> None:
+    """The walk opened a point-in-time, then its first page failed (a walk is strict: the kNN leg's embedder is
+    down): the caller has no cursor to close it with, so the walk closes it; retries leak nothing."""
+    await client.ensure_index()
+    await client.index_documents(WALK[:20], refresh=True)
+    dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
+    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False) as c:
+        for _ in range(3):
+            with pytest.raises(SearchFailed):
+                await c.search_page("common", page_size=5)
+    await dead.aclose()
     assert await _open_contexts(es) == 0
 
 

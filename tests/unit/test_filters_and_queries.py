@@ -107,7 +107,7 @@ def test_the_shown_hits_passages_come_with_the_fetch_found_among_their_own_not_f
     body = fetch_request("q", ["a", "b"], highlight=False, scope=scope, passages_for=([0.1, 0.2], 3))
     (nested,) = body["query"]["bool"]["should"]
     knn = nested["nested"]["query"]["knn"]
-    assert knn["num_candidates"] == 2  # the documents shown: an exact search among their passages
+    assert knn["num_candidates"] == 10_000  # more than the shown documents' passages: an exact search
     assert {"ids": {"values": ["a", "b"]}} in knn["filter"]
     assert nested["nested"]["inner_hits"]["size"] == 3
     assert fetch_request("q", ["a"], highlight=False, scope=scope)["query"]["bool"].get("should") is None

@@ -200,6 +200,19 @@ class StoreCore:
             raise DocumentsNotIndexed(report.failed, indexed=report.indexed)
         return [d.id for d in documents]
 
+    async def add_new(self, client: SearchClient, documents: Sequence[Document]) -> tuple[list[str], list[str]]:
+        """Index those of ``documents`` whose id the index does not hold, atomically (Elasticsearch's
+        ``create``: two writers racing on one id cannot both win); (the ids written, the ids it held). Any other
+        failure raises :class:`DocumentsNotIndexed`."""
+        if not documents:
+            return [], []
+        c = await self._client(client)
+        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, strict=True, overwrite=False)
+        other = [f for f in report.failed if f.reason != "exists"]
+        if other:
+            raise DocumentsNotIndexed(other, indexed=report.indexed)
+        return list(report.indexed), [f.id for f in report.failed]
+
     def _stamped(self, documents: Sequence[Document | dict[str, Any]]) -> list[Any]:
         """``documents`` as the store's tenant's (as given without one)."""
         if self.tenant_id is None:

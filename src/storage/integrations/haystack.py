@@ -84,11 +84,12 @@ class DuplicateDocuments(InvalidDocument, DuplicateDocumentError):
     """``write_documents`` with ``DuplicatePolicy.FAIL`` (or ``NONE``) met ids the store holds (or a batch
     that repeats one): nothing was written. ``.ids``: those ids."""
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], *, written: int = 0) -> None:
         self.ids = list(ids)
         shown = ", ".join(self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
+        what = f"the other {written} were written" if written else "nothing was written"
         super().__init__(
-            f"{len(self.ids)} document id(s) already in the store or given twice: {shown}; nothing was written "
+            f"{len(self.ids)} document id(s) already in the store or given twice: {shown}; {what} "
             "(policy=DuplicatePolicy.OVERWRITE replaces them, SKIP leaves them)"
         )
 
@@ -244,20 +245,21 @@ class HybridSearchDocumentStore:
     async def _write(self, client: SearchClient, documents: list[Document], policy: DuplicatePolicy) -> int:
         if policy == DuplicatePolicy.OVERWRITE:
             chosen = list({d.id: d for d in documents}.values())  # (the last of an id given twice)
-        else:
-            first: dict[str, Document] = {}
-            for d in documents:
-                first.setdefault(d.id, d)
+            await self._core.add(client, _ours(chosen))
+            return len(chosen)
+        first: dict[str, Document] = {}
+        for d in documents:
+            first.setdefault(d.id, d)
+        if policy != DuplicatePolicy.SKIP:  # FAIL / NONE: nothing is written when an id is known already
             held = await self._core.existing(client, list(first))
-            if policy == DuplicatePolicy.SKIP:
-                chosen = [d for i, d in first.items() if i not in held]
-            elif held or len(first) < len(documents):
+            if held or len(first) < len(documents):
                 repeated = {i for i, n in Counter(d.id for d in documents).items() if n > 1}
                 raise DuplicateDocuments(sorted(held | repeated))
-            else:
-                chosen = list(first.values())
-        await self._core.add(client, _ours(chosen))
-        return len(chosen)
+        # Written with Elasticsearch's create: an id another writer wrote meanwhile is never overwritten.
+        written, existed = await self._core.add_new(client, _ours(list(first.values())))
+        if existed and policy != DuplicatePolicy.SKIP:
+            raise DuplicateDocuments(existed, written=len(written))
+        return len(written)
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete the documents of ``document_ids`` (an id the store does not hold is not an error)."""
