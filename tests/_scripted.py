@@ -90,6 +90,10 @@ def serve_http(answer: Callable[[str, dict[str, Any], str | None], Answer]) -> I
     authorization header)``; yields its port."""
 
     class Handler(BaseHTTPRequestHandler):
+        #: Buffered: the status line, headers and body leave in one write when the handler returns (unbuffered,
+        #: the headers go first and the body waits out the client's delayed ACK: 40 ms per answer).
+        wbufsize = -1
+
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             status, headers, body = answer(
