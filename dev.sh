@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The two commands of this project, on a fresh machine:
 #   ./dev.sh demo   start a local Elasticsearch if ES_URL is unset, index a small corpus, search, stop
-#   ./dev.sh test   lint, type-check and run the whole test suite against a real Elasticsearch
+#   ./dev.sh test   lint, type-check, build the docs and run the whole test suite against a real Elasticsearch
+# and, while developing:
+#   ./dev.sh test-fast   lint, type-check and the unit tests (no Elasticsearch, no server: under a minute)
+#   ./dev.sh docs        build the docs site strictly into site/ (mkdocs serve shows it as you edit)
 # Both create .venv and install what is needed first (Python >= 3.11, Maven and a JDK for the local server).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,7 +17,7 @@ export EMBEDDINGS_CACHE_DIR="${EMBEDDINGS_CACHE_DIR:-$REPO/.cache/models}"
 # Newest 9.x found on Maven Central (9.4.0 and later were not published as integ-test-zip at the time of writing).
 ES_VERSION_NEXT="${ES_VERSION_NEXT:-9.3.8}"
 # The server matrix (tests/integration/test_versions.py, marker `matrix`): the floor (8.12,
-# storage._compat.MINIMUM_SERVER), 8.14, 8.17 and every 9.x minor Maven Central serves as integ-test-zip,
+# storage._transport.compat.MINIMUM_SERVER), 8.14, 8.17 and every 9.x minor Maven Central serves as integ-test-zip,
 # besides the two above. The 9.x client runs on each (and the whole smoke suite on 8.19); the 8.x client on
 # the floor (and on the two above, in their passes).
 ES_MATRIX="${ES_MATRIX:-8.12.2 8.14.3 8.17.4 9.0.8 9.1.10 9.2.4}"
@@ -114,6 +117,8 @@ run_tests() {
   "$VENV/bin/lint-imports" || status=1
   echo "== mypy --strict"
   "$VENV/bin/mypy" || status=1
+  echo "== the docs site (mkdocs build --strict)"
+  build_docs || status=1
   echo "== pytest against Elasticsearch $ES_VERSION_MAIN"
   ES_VERSION="$ES_VERSION_MAIN" "$py" -m pytest --durations=15 "$@" || status=$?
   if [ -n "$CHAT_BUILD_PID" ]; then
@@ -191,7 +196,28 @@ matrix_wait() {
   return "$status"
 }
 
+build_docs() {
+  NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet -d "${1:-$REPO/site}"
+}
+
 case "${1:-}" in
+  test-fast)
+    shift
+    setup
+    status=0
+    "$VENV/bin/ruff" check --output-format concise . || status=1
+    "$VENV/bin/ruff" format --check . || status=1
+    "$VENV/bin/lint-imports" >/dev/null || { "$VENV/bin/lint-imports"; status=1; }
+    "$VENV/bin/mypy" || status=1
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/unit "$@" || status=1
+    exit "$status"
+    ;;
+  docs)
+    shift
+    setup
+    build_docs "$@"
+    echo "== the docs site is in ${1:-site/}"
+    ;;
   demo)
     shift
     setup
@@ -208,7 +234,7 @@ case "${1:-}" in
     exit "$status"
     ;;
   *)
-    echo "usage: ./dev.sh demo [query] | ./dev.sh test [pytest args]" >&2
+    echo "usage: ./dev.sh demo [query] | ./dev.sh test [pytest args] | ./dev.sh test-fast | ./dev.sh docs" >&2
     exit 2
     ;;
 esac

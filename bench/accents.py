@@ -58,11 +58,11 @@ def variants(data: BeirDataset) -> dict[str, BeirDataset]:
 async def bm25(url: str, data: BeirDataset, analyzer: str) -> tuple[float, float]:
     settings = SearchSettings(url=url, index=f"bench-accents-{analyzer.replace('_', '-')}", analyzer=analyzer)
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         await client.index_documents(data.documents, refresh=True)
         scores = await evaluate(client, data)
-        await client.delete_index()
+        await client.indices.delete()
     row = next(s for s in scores if s.mode == "bm25")
     return row.ndcg_at_10, row.recall_at_100
 

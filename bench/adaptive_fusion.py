@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from storage import FusionSetting, LegHit, fuse
 from storage.evaluation import fuse_top, ndcg_at_10
+from storage.fusion import FusionSetting, LegHit, fuse
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = ["scifact", "cacm", "lisa", "npl"]

@@ -66,7 +66,7 @@ async def measure(url: str, folder: Path, queries: int) -> dict[str, Any]:
     texts = [data.queries[q] for q in sorted(data.qrels) if q in data.queries][:queries]
     out: dict[str, Any] = {"set": data.name, "queries": len(texts)}
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         assert (await client.index_documents(data.documents, refresh=True)).ok
         # One segment: approximate kNN ranks then repeat exactly (merges running between calls reorder them).
@@ -99,7 +99,7 @@ async def measure(url: str, folder: Path, queries: int) -> dict[str, Any]:
         }
         for limit in LIMITS:
             params = StdioServerParameters(
-                command=sys.executable, args=["-m", "storage._cli", "mcp", "--limit", str(limit)], env=env
+                command=sys.executable, args=["-m", "storage.cli", "mcp", "--limit", str(limit)], env=env
             )
             mcp_texts, wire = [], []
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -109,7 +109,7 @@ async def measure(url: str, folder: Path, queries: int) -> dict[str, Any]:
                     mcp_texts.append("".join(getattr(c, "text", "") for c in result.content))
                     wire.append(len(result.model_dump_json(by_alias=True, exclude_none=True)))
             out[f"limit_{limit}"]["mcp"] = summary(mcp_texts, wire)
-        await client.delete_index()
+        await client.indices.delete()
     return out
 
 

@@ -29,9 +29,10 @@ from typing import Any
 
 from embeddings import CachedEmbedder, LocalEmbedder, OpenAIChat
 from embeddings.local_llm import MODELS, LocalChatServer
-from storage import AnswerPrompt, IndexNotFound, SearchClient, SearchSettings
+from storage import IndexNotFound, SearchClient, SearchSettings
 from storage.evaluation import load_beir
 from storage.local_es import url_or_local
+from storage.types import AnswerPrompt
 
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT.parent / "shared" / "data" / "beir" / "scifact"
@@ -65,7 +66,7 @@ async def run(url: str, chat: LocalChatServer, args: argparse.Namespace) -> dict
     rows: list[dict[str, Any]] = []
     async with SearchClient.from_settings(settings, embedder=embedder, llm=llm) as client:
         if not await _holds(client, len(data.documents)):  # index once; later runs reuse it
-            await client.delete_index()
+            await client.indices.delete()
             await client.ensure_index()
             report = await client.index_documents(data.documents, refresh=True)
             assert report.ok, report.failed[:3]
@@ -116,7 +117,7 @@ async def run(url: str, chat: LocalChatServer, args: argparse.Namespace) -> dict
 
 async def _holds(client: SearchClient, count: int) -> bool:
     try:
-        return await client.count() == count
+        return await client.documents.count() == count
     except IndexNotFound:
         return False
 

@@ -65,7 +65,7 @@ async def evaluate(url: str, folder: Path, cache_dir: Path) -> dict[str, Any]:
     settings = SearchSettings(url=url, index=f"bm25q-{folder.name.lower()}", leg_timeout_s=60, bulk_chunk_size=100)
     out: dict[str, Any] = {"dataset": data.name, "queries": len(data.queries)}
     async with SearchClient.from_settings(settings, embedder=CachedEmbedder(LocalEmbedder(), cache_dir)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         await client.index_documents(data.documents, refresh=True)
         es = AsyncElasticsearch(url, request_timeout=60)
@@ -79,7 +79,7 @@ async def evaluate(url: str, folder: Path, cache_dir: Path) -> dict[str, Any]:
                 print(f"{data.name:8} {name:40} {out[name]}", file=sys.stderr, flush=True)
         finally:
             await es.close()
-            await client.delete_index()
+            await client.indices.delete()
     return out
 
 

@@ -60,7 +60,7 @@ async def quality(url: str, name: str, data: BeirDataset, cached: CachedEmbedder
     settings = SearchSettings(url=url, index=f"bench-diversity-{name}", leg_timeout_s=60)
     out: dict[str, Any] = {"set": name}
     async with SearchClient.from_settings(settings, embedder=cached) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         assert (await client.index_documents(data.documents, refresh=True)).ok
         queries = {q: data.queries[q] for q in sorted(data.qrels) if q in data.queries}
@@ -86,7 +86,7 @@ async def quality(url: str, name: str, data: BeirDataset, cached: CachedEmbedder
         out["facets_p50_ms"] = p50(took["facets"])
         same = sum(ranked["facets"][q] == ranked["diversity_0.0"][q] for q in queries)
         out["facets_same_hits"] = round(same / len(queries), 4)  # facets never change the hits: 1.0
-        await client.delete_index()
+        await client.indices.delete()
     return out
 
 
@@ -100,7 +100,7 @@ async def duplicates(url: str, data: BeirDataset, cached: CachedEmbedder) -> dic
         "copies": len(copies),
     }
     async with SearchClient.from_settings(settings, embedder=cached) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         assert (await client.index_documents([*data.documents, *copies], refresh=True)).ok
         queries = [data.queries[q] for q in sorted(data.qrels) if q in data.queries]
@@ -116,7 +116,7 @@ async def duplicates(url: str, data: BeirDataset, cached: CachedEmbedder) -> dic
                 "second_copies_mean": round(statistics.mean(repeats), 3),
                 "queries_with_a_second_copy": round(sum(1 for r in repeats if r) / len(repeats), 4),
             }
-        await client.delete_index()
+        await client.indices.delete()
     return out
 
 

@@ -144,14 +144,14 @@ def ingest(n: int) -> dict[str, Any]:
     async def go(url: str) -> dict[str, Any]:
         settings = SearchSettings(url=url, index="embed-speed-ingest", bulk_chunk_size=100)
         async with SearchClient.from_settings(settings, embedder=LocalEmbedder()) as client:
-            await client.delete_index()
+            await client.indices.delete()
             await client.ensure_index()
             # Warm up the JVM (its JIT compiles the indexing and HNSW code on the same two cores) and the model.
             await client.index_documents(docs[:200], refresh=True)
-            await client.delete_index()
+            await client.indices.delete()
             await client.ensure_index()
             report = await client.index_documents(docs, refresh=True)
-            await client.delete_index()
+            await client.indices.delete()
         return {
             "documents": len(report.indexed),
             "seconds": round(report.seconds, 1),

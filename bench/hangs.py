@@ -176,7 +176,7 @@ class Faults:
 async def load(es_url: str, index: str, embeddings_url: str, documents: list[Document]) -> None:
     embedder = OpenAIEmbedder(model="hashing", dimensions=DIMENSIONS, base_url=f"{embeddings_url}/v1")
     async with SearchClient.from_settings(SearchSettings(url=es_url, index=index), embedder=embedder) as loader:
-        await loader.delete_index()
+        await loader.indices.delete()
         await loader.ensure_index()
         report = await loader.index_documents(documents, refresh=True)
         assert report.ok, report.failed[:3]
@@ -223,7 +223,7 @@ async def matrix(args: argparse.Namespace) -> dict[str, Any]:
                             t0 = time.perf_counter()
                             what = await call_for(client, dependency, n + 1)
                             calls.append({"outcome": what, "ms": round((time.perf_counter() - t0) * 1000, 1)})
-                            if opened_after is None and client.resilience[dependency].state == "open":
+                            if opened_after is None and client.breakers[dependency].state == "open":
                                 opened_after = n + 1
                         await proxies[dependency].set_mode("pass")
                         await asyncio.sleep(args.reset + 0.1)
@@ -239,7 +239,7 @@ async def matrix(args: argparse.Namespace) -> dict[str, Any]:
                             "outcome_once_open": calls[-1]["outcome"],
                             "probe": probe,
                             "probe_requests": proxies[dependency].requests - sent,
-                            "state_after_probe": client.resilience[dependency].state,
+                            "state_after_probe": client.breakers[dependency].state,
                             "calls": calls,
                         }
                         rows.append(row)
@@ -305,7 +305,7 @@ async def cluster(args: argparse.Namespace) -> dict[str, Any]:
                     }
 
                 results = await asyncio.gather(*(caller(k) for k in range(args.callers)), conductor())
-                state = client.resilience["elasticsearch"].state
+                state = client.breakers["elasticsearch"].state
             total = both + degraded + failed
             ordered = sorted(latencies)
             return {

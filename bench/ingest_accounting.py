@@ -33,11 +33,11 @@ async def run(url: str, folders: list[Path], embedder: Embedder) -> list[dict[st
         title_only = sum(1 for r in records if r["title"].strip() and not r["text"].strip())
         settings = SearchSettings(url=url, index=f"accounting-{folder.name}")
         async with SearchClient.from_settings(settings, embedder=embedder) as client:
-            await client.delete_index()
+            await client.indices.delete()
             await client.ensure_index()
             report = await client.index_documents(records, refresh=True)
-            count = await client.count()
-            await client.delete_index()
+            count = await client.documents.count()
+            await client.indices.delete()
         row = {
             "collection": folder.name,
             "submitted": len(records),

@@ -80,10 +80,10 @@ async def product(url: str, name: str, reports: int) -> tuple[dict[str, Any], li
     embedder = Recording()
     settings = SearchSettings(url=url, index="bench-ingest-speed")
     async with SearchClient.from_settings(settings, embedder=embedder) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         await client.index_documents(docs[-5:], refresh=True)  # warm-up: the JVM and the model
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         embedder.texts.clear()
         embedder.seconds = 0.0
@@ -91,7 +91,7 @@ async def product(url: str, name: str, reports: int) -> tuple[dict[str, Any], li
         report = await client.index_documents(docs[:reports], refresh=True)
         seconds = time.perf_counter() - started
         assert report.ok, report.failed[:3]
-        await client.delete_index()
+        await client.indices.delete()
     row = {
         "documents": reports,
         "texts": len(embedder.texts),

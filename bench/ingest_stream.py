@@ -25,8 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from embeddings import HashingEmbedder
-from storage import Document, IndexProgress, SearchClient, SearchSettings
+from storage import Document, SearchClient, SearchSettings
 from storage.local_es import url_or_local
+from storage.types import IndexProgress
 
 
 def rss_mb() -> float:
@@ -53,7 +54,7 @@ async def run(url: str, n: int, every: int) -> dict[str, object]:
             print(json.dumps({"indexed": p.indexed, "rss_mb": samples[-1][1]}), flush=True)
 
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         gc.collect()
         before = rss_mb()
@@ -61,9 +62,9 @@ async def run(url: str, n: int, every: int) -> dict[str, object]:
         report = await client.index_documents(documents(n), progress=progress)
         seconds = time.perf_counter() - started
         after = rss_mb()
-        await client.refresh()
-        count = await client.count()
-        await client.delete_index()
+        await client.indices.refresh()
+        count = await client.documents.count()
+        await client.indices.delete()
     return {
         "documents": n,
         "indexed": len(report.indexed),

@@ -48,13 +48,13 @@ async def record(url: str, window: int) -> dict[str, Any]:
     async with SearchClient.from_settings(
         SearchSettings(url=url, index=INDEX, passages=False), embedder=cached
     ) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         report = await client.index_documents(data.documents[:2000], refresh=True)
         assert report.ok, report.failed[:3]
         vector = await cached.embed_query(query)
         answers = await record_answers(client.elasticsearch, INDEX, query, vector, window, window, highlight=True)
-        await client.delete_index()
+        await client.indices.delete()
     return {"query": query, "vector": list(vector), "window": window, **answers}
 
 

@@ -79,7 +79,7 @@ async def build(url: str, name: str, layout: str, copies: int) -> None:
     data = load_beir(folder(name))
     async with SearchClient.from_settings(settings_for(url, name, layout), embedder=embedder()) as client:
         if copies == 0:
-            await client.delete_index()
+            await client.indices.delete()
             await client.ensure_index()
             docs = list(data.documents)
         else:
@@ -189,7 +189,7 @@ async def measure(
             for lay, p in (await latencies(clients, queries, rounds)).items():
                 out["layouts"][lay]["p50_ms_10x"] = p
         for client in clients.values():
-            await client.delete_index()
+            await client.indices.delete()
     finally:
         for client in clients.values():
             await client.__aexit__(None, None, None)

@@ -25,8 +25,9 @@ from typing import Any
 from passages_product import folder
 
 from embeddings import CachedEmbedder, Embedder, LocalEmbedder
-from storage import Document, LegHit, SearchClient, SearchSettings, fuse
+from storage import Document, SearchClient, SearchSettings
 from storage.evaluation import fuse_top, load_beir, measure
+from storage.fusion import LegHit, fuse
 from storage.local_es import url_or_local
 from storage.passages import PassageSetting, plan_passages
 
@@ -59,7 +60,7 @@ async def passage_lists(client: SearchClient, queries: dict[str, str]) -> dict[s
     """query -> {"maxp": ids, "sum3": ids}: documents by their best passage, and by their best three summed."""
     out: dict[str, dict[str, list]] = {}
     for qid, text in queries.items():
-        hits = (await client.retrieve(text, mode="bm25", window=1000, limit=1))["bm25"]
+        hits = (await client.leg_rankings(text, mode="bm25", window=1000))["bm25"]
         best: dict[str, float] = {}
         top3: dict[str, list[float]] = {}
         for h in hits:
@@ -86,27 +87,27 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
     queries = {q: data.queries[q] for q in sorted(data.qrels) if q in data.queries}
     qrels = {q: data.qrels[q] for q in queries}
     async with SearchClient.from_settings(settings, embedder=cached) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         assert (await client.index_documents(data.documents, refresh=True)).ok
-        setting, _ = await client.fusion_in_force()
+        setting, _ = await client.indices.fusion_in_force()
         legs: dict[str, dict[str, Any]] = {}
         for qid, text in queries.items():
-            found = await client.retrieve(text, window=WINDOW, limit=1)
+            found = await client.leg_rankings(text, window=WINDOW)
             legs[qid] = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in found.items()}
-            deep = (await client.retrieve(text, mode="bm25", window=1000, limit=1))["bm25"]
+            deep = (await client.leg_rankings(text, mode="bm25", window=1000))["bm25"]
             legs[qid]["bm25_deep"] = ([h.id for h in deep], [h.score for h in deep])
-        await client.delete_index()
+        await client.indices.delete()
     rows = await passage_rows(local, list(data.documents))
     flat = settings.model_copy(update={"index": f"bench-pbm25-passages-{name}".lower(), "passages": False})
     embedder: Embedder = cached  # (a passage's vector is never read here; the cache has most of them)
     async with SearchClient.from_settings(flat, embedder=embedder) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         report = await client.index_documents(rows, refresh=True)
         assert report.ok, report.failed[:3]
         plists = await passage_lists(client, queries)
-        await client.delete_index()
+        await client.indices.delete()
     out: dict[str, Any] = {"set": name, "documents": len(data.documents), "rows": len(rows)}
     variants = {
         "document": {q: legs[q]["bm25"] for q in queries},

@@ -79,7 +79,7 @@ async def measure(url: str, name: str, layout: str, scale: bool) -> dict[str, An
     settings = SearchSettings(url=url, index=index, leg_timeout_s=60, passages=layout == "passages")
     out: dict[str, Any] = {"set": name, "layout": layout, "documents": len(data.documents)}
     async with SearchClient.from_settings(settings, embedder=cached) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         misses = cached.misses
         report = await client.index_documents(data.documents, refresh=True)
@@ -134,7 +134,7 @@ async def measure(url: str, name: str, layout: str, scale: bool) -> dict[str, An
                     await client.search(text, mode=mode, limit=10, highlight=False)  # type: ignore[arg-type]
                     latency[mode].append((time.perf_counter() - t0) * 1000)
             out["p50_ms_10x"] = {mode: p50(values) for mode, values in latency.items()}
-        await client.delete_index()
+        await client.indices.delete()
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

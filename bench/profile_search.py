@@ -160,7 +160,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     cached = CachedEmbedder(LocalEmbedder(), ROOT / ".cache" / "embeddings")
     settings = SearchSettings(url=url, index="bench-profile", window=args.window, leg_timeout_s=30, passages=False)
     async with SearchClient.from_settings(settings, embedder=cached) as loader:
-        await loader.delete_index()
+        await loader.indices.delete()
         await loader.ensure_index()
         report = await loader.index_documents(docs, refresh=True)
         assert report.ok, report.failed[:3]
@@ -234,7 +234,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
             stats.print_callers(args.callers)
         print(out.getvalue())
     finally:
-        await client.delete_index()
+        await client.indices.delete()
         await client.aclose()
 
 

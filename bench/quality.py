@@ -6,7 +6,7 @@ it (embeddings cached in .cache/embeddings, so a re-run never re-embeds), then p
 - run the real hybrid search with the library's default settings (``limit=10``; nDCG@10),
 - rank the whole corpus by exact cosine with the same vectors (``knn_exact``: what the index's int8 HNSW
   costs against brute force),
-- fuse the recorded legs offline with ``storage.fuse`` (the function the client uses) for every setting of
+- fuse the recorded legs offline with ``storage.fusion.fuse`` (the function the client uses) for every setting of
   the sweep (method, RRF k, window, weights), so the defaults are chosen on all collections at once.
 Prints a table and writes JSON to bench/results/quality.json, and each run's legs to
 bench/results/legs/<set>-<model>.json (for offline fusion research). Not a test; metrics by ir-measures.
@@ -30,8 +30,9 @@ import numpy as np
 from ir_measures import R, nDCG
 
 from embeddings import LOCAL_MODELS, CachedEmbedder, LocalEmbedder
-from storage import LegHit, SearchClient, SearchSettings, fuse
+from storage import SearchClient, SearchSettings
 from storage.evaluation import BeirDataset, load_beir
+from storage.fusion import LegHit, fuse
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,7 @@ async def evaluate_set(url: str, folder: Path, cache_dir: Path, model: str) -> d
     }
     embedder = CachedEmbedder(LocalEmbedder(model), cache_dir)
     async with SearchClient.from_settings(settings, embedder=embedder) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         t0 = time.perf_counter()
         report = await client.index_documents(data.documents, refresh=True)
@@ -116,7 +117,7 @@ async def evaluate_set(url: str, folder: Path, cache_dir: Path, model: str) -> d
             res = await client.search(text, highlight=False)  # the defaults: hybrid, rrf, window 50, limit 10
             assert not res.degraded, res.degraded_reason
             defaults[qid] = [h.id for h in res.hits]
-        await client.delete_index()
+        await client.indices.delete()
         exact = await exact_knn(embedder, data, DEPTH)
         defaults_setting = {
             "method": client.settings.fusion,

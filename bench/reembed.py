@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 from embeddings import CachedEmbedder, LocalEmbedder
-from storage import IndexProgress, SearchClient, SearchSettings
+from storage import SearchClient, SearchSettings
 from storage.evaluation import load_beir
 from storage.local_es import url_or_local
+from storage.types import IndexProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,14 +37,14 @@ async def run(url: str, folder: Path) -> dict[str, object]:
     settings = SearchSettings(url=url, index="reembed-bench", leg_timeout_s=30, bulk_chunk_size=100)
     old_model = CachedEmbedder(LocalEmbedder("all-MiniLM-L6-v2"), ROOT / ".cache" / "embeddings")
     async with SearchClient.from_settings(settings, embedder=old_model) as old:
-        await old.delete_index()
+        await old.indices.delete()
         await old.ensure_index()
         assert (await old.index_documents(data.documents, refresh=True)).ok
         before = await ids_of(old)
         async with SearchClient.from_settings(settings, embedder=LocalEmbedder()) as new:
             seen: list[IndexProgress] = []
             started = time.perf_counter()
-            task = asyncio.create_task(new.reembed(progress=seen.append, delete_old=True))
+            task = asyncio.create_task(new.indices.reembed(progress=seen.append, delete_old=True))
             searches = failed = degraded = 0
             reasons: list[str] = []
             latencies: list[float] = []
@@ -63,7 +64,7 @@ async def run(url: str, folder: Path) -> dict[str, object]:
             seconds = time.perf_counter() - started
             after = await ids_of(new)
             after_search = await new.search(queries[0], limit=10)
-            await new.delete_index()
+            await new.indices.delete()
     latencies.sort()
     return {
         "documents": report.documents,

@@ -121,7 +121,7 @@ async def main_async(url: str, data: BeirDataset, n_queries: int) -> dict[str, A
     settings = SearchSettings(url=url, index="bench-rerank", leg_timeout_s=60, rerank_timeout_s=60)
     out: dict[str, Any] = {"dataset": data.name, "documents": len(data.documents), "queries": len(data.queries)}
     async with SearchClient.from_settings(settings, embedder=cached) as base:
-        await base.delete_index()
+        await base.indices.delete()
         await base.ensure_index()
         assert (await base.index_documents(data.documents, refresh=True)).ok
         queries = list(data.queries.values())[:n_queries]
@@ -165,7 +165,7 @@ async def main_async(url: str, data: BeirDataset, n_queries: int) -> dict[str, A
             print(json.dumps({name: out[f"scorer_{name}"]}), flush=True)
         fused = next(row for row in await evaluate(base, data) if row.mode == "hybrid")  # (window 50)
         out["ndcg@10_fused_window50"] = fused.ndcg_at_10
-        await base.delete_index()
+        await base.indices.delete()
     return out
 
 

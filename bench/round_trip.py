@@ -41,7 +41,7 @@ async def measure(url: str, folder: Path, n_docs: int, rounds: int) -> dict[str,
     # No query cache: every search embeds its query, as unique user queries do. Parallel overlaps that
     # with the BM25 request; msearch must embed before its single request.
     async with SearchClient.from_settings(settings, embedder=LocalEmbedder(query_cache_size=0)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         await client.index_documents(docs, refresh=True)
         for q in queries[:30]:  # warm-up: JIT, Elasticsearch caches, connections
@@ -53,7 +53,7 @@ async def measure(url: str, folder: Path, n_docs: int, rounds: int) -> dict[str,
                     t0 = time.perf_counter()
                     await client.search(q, highlight=False, **opts)  # type: ignore[arg-type]
                     times[name].append((time.perf_counter() - t0) * 1000)
-        await client.delete_index()
+        await client.indices.delete()
     out: dict[str, object] = {"documents": len(docs), "queries": len(queries), "rounds": rounds}
     for name, values in times.items():
         out[name] = {

@@ -33,8 +33,9 @@ from raw_client import (
 from raw_client import sequential as raw_sequential
 
 from embeddings import CachedEmbedder, LocalEmbedder
-from storage import FusionSetting, SearchClient, SearchSettings
+from storage import SearchClient, SearchSettings
 from storage.evaluation import BeirDataset, evaluate, load_beir
+from storage.fusion import FusionSetting
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +139,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
     result["machine"]["elasticsearch"] = sorted({n["version"] for n in es_info.values()})
     queries = list(data.queries.values())
     try:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
 
         # -- ingest ------------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         embed_only = len(sample) / (time.perf_counter() - t0)
         report = await client.index_documents(data.documents, refresh=True)  # fills the cache on a cold run
         first_ingest = len(data.documents) / report.seconds
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         report = await client.index_documents(data.documents, refresh=True)  # every vector from the cache
         bulk_only = len(data.documents) / report.seconds
@@ -158,11 +159,11 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         async with SearchClient.from_settings(
             settings.model_copy(update={"index": fresh_index}), embedder=raw_model
         ) as fresh:
-            await fresh.delete_index()
+            await fresh.indices.delete()
             await fresh.ensure_index()
             rep = await fresh.index_documents(sample, refresh=True)
             pipeline = len(sample) / rep.seconds
-            await fresh.delete_index()
+            await fresh.indices.delete()
         result["ingest"] = {
             "embedder_alone_docs_per_s": round(embed_only, 1),
             "bulk_alone_docs_per_s (vectors cached)": round(bulk_only, 1),
@@ -369,14 +370,14 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         factor = 3 if quick else 10
         big = settings.model_copy(update={"index": "bench-scale"})
         async with SearchClient.from_settings(big, embedder=cached) as scaled:
-            await scaled.delete_index()
+            await scaled.indices.delete()
             await scaled.ensure_index()
             t0 = time.perf_counter()
             for copy in range(factor):
                 docs = [d.model_copy(update={"id": f"{d.id}-x{copy}"}) for d in data.documents]
                 rep = await scaled.index_documents(docs)
                 assert rep.ok, rep.failed[:3]
-            await scaled.refresh()
+            await scaled.indices.refresh()
             build_s = time.perf_counter() - t0
             scaled_uncached = SearchClient(
                 scaled.elasticsearch, LocalEmbedder(query_cache_size=0), big, owns_clients=False
@@ -397,7 +398,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
                 },
             )
             lat_big = {mode: summary(values) for mode, values in timed_big.items()}
-            await scaled.delete_index()
+            await scaled.indices.delete()
         result["scale"] = {
             "factor": factor,
             "documents": factor * len(data.documents),
@@ -409,7 +410,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
         }
         print(json.dumps(result["scale"]), flush=True)
     finally:
-        await client.delete_index()
+        await client.indices.delete()
         await client.aclose()
 
     return result

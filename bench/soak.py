@@ -141,7 +141,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         settings = SearchSettings(url=es_url, index="soak", breaker_reset_s=5.0, leg_timeout_s=3.0)
         indexer = OpenAIEmbedder(model="hashing", dimensions=384, base_url=f"http://127.0.0.1:{server.port}/v1")
         async with SearchClient.from_settings(settings, embedder=indexer) as loader:
-            await loader.delete_index()
+            await loader.indices.delete()
             await loader.ensure_index()
             report = await loader.index_documents(docs, refresh=True)
             assert report.ok, report.failed[:3]

@@ -1,4 +1,4 @@
-"""Fusion tuning on BEIR-layout collections: what `storage.tune` (hybrid-search tune) finds on each, with the
+"""Fusion tuning on BEIR-layout collections: what `storage.evaluation.tune` (hybrid-search tune) finds on each, with the
 default local model. Not a test; prints a table and writes bench/results/tune.json.
 
 For each collection: index it (embeddings cached in .cache/embeddings), then run `tune` as a user would
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from embeddings import CachedEmbedder, LocalEmbedder
-from storage import SearchClient, SearchSettings, load_judgments, tune
-from storage.evaluation import load_beir
+from storage import SearchClient, SearchSettings
+from storage.evaluation import load_beir, load_judgments, tune
 from storage.local_es import url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,14 +33,14 @@ async def tune_set(url: str, folder: Path, cache_dir: Path) -> dict[str, Any]:
     data = load_beir(folder)
     settings = SearchSettings(url=url, index=f"tune-{folder.name.lower()}", leg_timeout_s=60, bulk_chunk_size=100)
     async with SearchClient.from_settings(settings, embedder=CachedEmbedder(LocalEmbedder(), cache_dir)) as client:
-        await client.delete_index()
+        await client.indices.delete()
         await client.ensure_index()
         report = await client.index_documents(data.documents, refresh=True)
         assert report.ok, report.failed[:3]
         started = time.perf_counter()
         tuned = await tune(client, load_judgments(folder))
         total = time.perf_counter() - started
-        await client.delete_index()
+        await client.indices.delete()
     out = tuned.model_dump(mode="json")
     out["tune_seconds"] = round(total, 1)
     return out

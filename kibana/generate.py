@@ -6,7 +6,7 @@ sends from an installed wheel); this generator stays here with the Kibana docume
     python kibana/generate.py            # rewrite the NDJSON
     python kibana/generate.py --check    # exit 1 if the committed file differs (the tests do this too)
 
-Every field a panel reads is one the library writes (storage._telemetry.TELEMETRY_FIELDS); a test checks
+Every field a panel reads is one the library writes (storage._observability.telemetry.TELEMETRY_FIELDS); a test checks
 it against the documents that land in the data stream.
 """
 

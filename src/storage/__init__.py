@@ -10,21 +10,15 @@ The front door::
         response = await client.search("revenue guidance cut", mode="hybrid", limit=10)
         answer = await client.answer("Why was the guidance cut?")   # needs a chat model (LLM_*)
 
-    report = await storage.tune(client, "judged/", apply=True)   # fit the fusion to judged queries
+Here: the client, its settings, a document, what a search, a page of a walk, an answer and an ingest return,
+and every error (the tree is drawn in ``storage._errors``). The rest in namespaces: ``storage.filters`` (the
+filter objects), ``storage.types`` (the other value types), ``storage.fusion`` (rank fusion as a library),
+``storage.passages``, ``storage.evaluation`` (evaluate, tune), ``storage.agent``, ``storage.integrations``,
+``storage.workbench``, ``storage.local_es``.
 """
 
-from ._answers import (
-    Answer,
-    AnswerDelta,
-    AnswerDone,
-    AnswerEntry,
-    AnswerEvent,
-    AnswerStatus,
-    AnswerTimings,
-    AnswerUsage,
-)
 from ._client import SearchClient
-from ._compat import CompatibleTransport
+from ._dsl.syntax import QuerySyntaxError
 from ._errors import (
     AccessDenied,
     AnalyzerUnavailable,
@@ -40,6 +34,7 @@ from ._errors import (
     DocumentsNotIndexed,
     ElasticsearchNotConfigured,
     IncompatibleServer,
+    IndexMismatch,
     IndexNotFound,
     IngestInterrupted,
     InvalidDocument,
@@ -51,65 +46,20 @@ from ._errors import (
     SearchError,
     SearchFailed,
     TLSFailed,
+    UsageError,
     WrongEventLoop,
 )
-from ._facets import FacetSpec
-from ._filters import AllOf, AnyOf, Exists, Filter, Not, Range, Term, Terms
-from ._fusion import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
-from ._fusion_setting import FusionSetting, FusionSource
-from ._logging import configure_ecs_logging, correlation_id, query_hash
-from ._models import (
-    Document,
-    FailedDocument,
-    IndexProgress,
-    IndexReport,
-    ReembedReport,
-    SearchMode,
-    TuneReport,
-    TuneRow,
-)
-from ._prompt import AnswerPrompt
-from ._requests import (
-    AnswerRequest,
-    IngestRequest,
-    PageRequest,
-    ProgressCallback,
-    QuerySyntax,
-    RoundTrip,
-    SearchRequest,
-)
-from ._resilience import ResiliencePolicy
-from ._results import (
-    Facet,
-    FacetBucket,
-    HitGroup,
-    LegReport,
-    RerankReport,
-    SearchHit,
-    SearchPage,
-    SearchResponse,
-    ShardReport,
-)
+from ._observability.log import configure_ecs_logging, correlation_id, query_hash
 from ._settings import SearchSettings
-from ._syntax import QuerySyntaxError
-from .evaluation import Judgments, default_grid, load_judgments, tune
+from ._transport.compat import CompatibleTransport
+from ._types.answers import Answer
+from ._types.models import Document, IndexReport
+from ._types.results import SearchHit, SearchPage, SearchResponse
 
 __all__ = [
-    "DEFAULT_RRF_K",
     "AccessDenied",
-    "AllOf",
     "AnalyzerUnavailable",
     "Answer",
-    "AnswerDelta",
-    "AnswerDone",
-    "AnswerEntry",
-    "AnswerEvent",
-    "AnswerPrompt",
-    "AnswerRequest",
-    "AnswerStatus",
-    "AnswerTimings",
-    "AnswerUsage",
-    "AnyOf",
     "AuthenticationFailed",
     "CircuitOpen",
     "ClientClosed",
@@ -123,63 +73,29 @@ __all__ = [
     "Document",
     "DocumentsNotIndexed",
     "ElasticsearchNotConfigured",
-    "Exists",
-    "Facet",
-    "FacetBucket",
-    "FacetSpec",
-    "FailedDocument",
-    "Filter",
-    "FusedHit",
-    "FusionMethod",
-    "FusionSetting",
-    "FusionSource",
-    "HitGroup",
     "IncompatibleServer",
+    "IndexMismatch",
     "IndexNotFound",
-    "IndexProgress",
     "IndexReport",
     "IngestInterrupted",
-    "IngestRequest",
     "InvalidDocument",
     "InvalidQuery",
-    "Judgments",
-    "LegHit",
-    "LegReport",
     "ModelMismatch",
-    "Not",
     "Overloaded",
-    "PageRequest",
     "PartialResults",
     "PassagesMismatch",
-    "ProgressCallback",
-    "QuerySyntax",
     "QuerySyntaxError",
-    "Range",
-    "ReembedReport",
-    "RerankReport",
-    "ResiliencePolicy",
-    "RoundTrip",
     "SearchClient",
     "SearchError",
     "SearchFailed",
     "SearchHit",
-    "SearchMode",
     "SearchPage",
-    "SearchRequest",
     "SearchResponse",
     "SearchSettings",
-    "ShardReport",
     "TLSFailed",
-    "Term",
-    "Terms",
-    "TuneReport",
-    "TuneRow",
+    "UsageError",
     "WrongEventLoop",
     "configure_ecs_logging",
     "correlation_id",
-    "default_grid",
-    "fuse",
-    "load_judgments",
     "query_hash",
-    "tune",
 ]

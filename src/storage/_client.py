@@ -1,51 +1,64 @@
 """``SearchClient``: the front door. Construction, lifecycle and wiring; the work is done by
 
-- :mod:`storage._engine` — every read path's entry points (plan, retrieve, fuse, fetch) and a search;
-- :mod:`storage._walk` — deep paging on a point-in-time, on the engine;
-- :mod:`storage._answer` — answers with citations: a search, a budgeted context, the chat model;
-- :mod:`storage._indices` — the alias and its versioned indices; :mod:`storage._ingest` — embed + bulk;
-  :mod:`storage._reembed` — a model change with no downtime;
-- :mod:`storage._backend` — every call to Elasticsearch and the model providers, through its resilience
-  stack.
+- :mod:`storage._search` — every read path's entry points (plan, retrieve, fuse, fetch) and a search;
+- :mod:`storage._paging` — deep paging on a point-in-time, on the engine;
+- :mod:`storage._rag` — answers with citations: a search, a budgeted context, the chat model;
+- :mod:`storage._indexing` — the alias and its versioned indices, ingest, a model change with no downtime;
+- :mod:`storage._transport` — every call to Elasticsearch and the model providers, through its resilience
+  stack;
+- :mod:`storage._admin` — the ``indices`` and ``documents`` namespaces, the breakers' status.
 
-Each operation takes its request type's arguments (``storage._requests``: one keyword list per operation,
-written once) or one request object. The client holds no per-request state: concurrent calls share nothing
-but the dependencies.
+Every method spells its parameters out (keyword-only after the first), so that ``help()``, IDEs, mypy,
+``inspect`` and ``unittest.mock.create_autospec`` see them; each builds its operation's request value object
+(``storage.types``: ``SearchRequest``...), which the services take. The client holds no per-request state:
+concurrent calls share nothing but the dependencies.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self, TypeVar
 
 from elasticsearch import AsyncElasticsearch
-from elasticsearch.serializer import OrjsonSerializer
 
 from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embedder, create_llm, create_reranker
 
-from ._answer import Answerer
-from ._answers import Answer, AnswerEvent
-from ._backend import Backend
-from ._compat import CompatibleTransport
-from ._engine import Engine
-from ._errors import ConfigurationError, ElasticsearchNotConfigured, InvalidQuery
-from ._filters import FilterInput
-from ._fusion import LegHit
-from ._fusion_setting import FusionSetting, FusionSource
-from ._indices import IndexManager
-from ._ingest import Ingester
-from ._models import IndexProgress, IndexReport, ReembedReport, SearchMode
-from ._reembed import Reembedder
-from ._requests import AnswerRequest, IngestRequest, PageRequest, SearchRequest, operation
-from ._resilience import Resilience, ResiliencePolicy
-from ._results import SearchPage, SearchResponse
+from ._admin import BreakerStatus, Documents, Indices, breakers
+from ._dsl.aggregations import FacetSpec
+from ._dsl.filters import FilterInput
+from ._errors import ConfigurationError, Dependency, InvalidQuery
+from ._fusion.methods import FusionMethod, LegHit
+from ._indexing.health import health
+from ._indexing.indices import IndexManager
+from ._indexing.ingest import Ingester
+from ._indexing.reembed import Reembedder
+from ._observability.telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
+from ._paging.walk import Walker
+from ._rag.answerer import Answerer
+from ._search import Engine
 from ._settings import SearchSettings
-from ._telemetry import DEFAULT_DATA_STREAM, TelemetryObserver, TelemetrySink
-from ._walk import Walker
+from ._transport.backend import Backend
+from ._transport.connect import elasticsearch_client
+from ._transport.resilience import ResiliencePolicy
+from ._types.answers import Answer, AnswerEvent
+from ._types.models import Document, IndexReport, SearchMode
+from ._types.prompt import AnswerPrompt
+from ._types.requests import (
+    AnswerRequest,
+    IngestRequest,
+    PageRequest,
+    ProgressCallback,
+    QuerySyntax,
+    RoundTrip,
+    SearchRequest,
+)
+from ._types.results import SearchPage, SearchResponse
 
 __all__ = ["SearchClient"]
+
+R = TypeVar("R")
 
 
 class SearchClient:
@@ -62,40 +75,30 @@ class SearchClient:
         settings: SearchSettings | None = None,
         *,
         owns_clients: bool = False,
-        es_policy: ResiliencePolicy | None = None,
-        embeddings_policy: ResiliencePolicy | None = None,
         reranker: Reranker | None = None,
-        reranker_policy: ResiliencePolicy | None = None,
         llm: LLM | None = None,
-        llm_policy: ResiliencePolicy | None = None,
+        policies: Mapping[Dependency, ResiliencePolicy] | None = None,
     ) -> None:
+        """``es`` and the providers, as given (``owns_clients``: closed with this client); ``policies``: a
+        dependency's resilience stack (``elasticsearch``, ``embeddings``, ``reranker``, ``llm``) other than the
+        settings make."""
         self._es = es
         self._settings = settings if settings is not None else SearchSettings()
-        #: What :meth:`aclose` closes: what this client made (``from_settings``), or what it was given with
-        #: ``owns_clients=True``. A client or provider the caller made and passed is the caller's to close.
+        #: What :meth:`aclose` closes: with ``owns_clients`` (``from_settings`` sets it), ``es`` and the providers;
+        #: else nothing — a client or provider the caller made and passed to the constructor is the caller's.
         self._closers: tuple[Callable[[], Awaitable[None]], ...] = (
             _closers(es, embedder, reranker, llm) if owns_clients else ()
         )
-        self._backend = Backend(
-            es,
-            embedder,
-            self._settings,
-            reranker=reranker,
-            es_policy=es_policy,
-            embeddings_policy=embeddings_policy,
-            reranker_policy=reranker_policy,
-            llm=llm,
-            llm_policy=llm_policy,
-        )
+        self._backend = Backend(es, embedder, self._settings, reranker=reranker, llm=llm, policies=policies)
         self._engine = Engine(self._backend)
         self._indices = IndexManager(self._backend)
         self._ingester = Ingester(self._backend, self._indices)
         self._walker = Walker(self._backend, self._engine)
         self._answerer = Answerer(self._backend, self._engine)
-        self._reembedder = Reembedder(self._backend, self._indices, self._ingester)
+        reembedder = Reembedder(self._backend, self._indices, self._ingester)
+        self._indices_ns = Indices(self._indices, self._engine, reembedder)
+        self._documents_ns = Documents(self._indices)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
-
-    # -- construction and lifecycle -------------------------------------------------------------------
 
     @classmethod
     def from_settings(
@@ -110,50 +113,7 @@ class SearchClient:
         settings and providers given. The reranker and the chat model are optional (``RERANKER_PROVIDER``,
         ``LLM_PROVIDER``, default none)."""
         s = settings if settings is not None else SearchSettings()
-        hosts = s.hosts()
-        if not hosts and not s.cloud_id:
-            raise ElasticsearchNotConfigured()
-        auth: dict[str, Any] = {"ca_certs": s.ca_certs} if s.ca_certs else {}
-        if s.ssl_assert_fingerprint:
-            auth["ssl_assert_fingerprint"] = s.ssl_assert_fingerprint
-        if s.cloud_id:
-            auth["cloud_id"] = s.cloud_id
-        if s.api_key is not None:
-            auth["api_key"] = s.api_key.get_secret_value()
-        elif s.username is not None:
-            auth["basic_auth"] = (s.username, s.password.get_secret_value() if s.password else "")
-        # Only when asked: passing any sniff option (even False) installs elasticsearch-py's sniff callback,
-        # whose requests use the transport's default retries (3) and outlive a closed client.
-        sniffing: dict[str, Any] = {}
-        # The transport fails over to another node (several hosts given, or found by sniffing).
-        failover = len(hosts) > 1 or s.sniff_on_start or s.sniff_on_node_failure
-        if s.sniff_on_start or s.sniff_on_node_failure:
-            sniffing = {
-                "sniff_on_start": s.sniff_on_start,
-                "sniff_on_node_failure": s.sniff_on_node_failure,
-                "min_delay_between_sniffing": s.sniff_min_delay_s,
-            }
-        try:
-            es = AsyncElasticsearch(
-                hosts or None,
-                request_timeout=s.request_timeout_s,
-                # One retry layer only (ours). The transport keeps node failover for multi-node clusters (on
-                # connection errors and timeouts) and never retries statuses by itself (it would, at once).
-                max_retries=max(len(hosts) - 1, 2 if s.sniff_on_start or s.sniff_on_node_failure else 0),
-                retry_on_status=(),
-                # With several nodes a timed-out node is failed over too (the transport marks it dead): a hung
-                # node costs a search one request timeout (half the leg budget, Backend.leg_request_timeout_s).
-                retry_on_timeout=failover,
-                verify_certs=s.verify_certs,
-                # orjson: request bodies carry a query vector, which the standard library encodes ~30x slower.
-                serializer=OrjsonSerializer(),
-                # Whatever client major is installed, the compatibility header the server accepts (_compat).
-                transport_class=CompatibleTransport,
-                **sniffing,
-                **auth,
-            )
-        except ValueError as exc:  # e.g. TLS options with an http:// URL
-            raise ConfigurationError(f"invalid Elasticsearch connection settings: {exc}") from None
+        es = elasticsearch_client(s)
         # The providers last: nothing above holds a connection yet, so a failure here leaks nothing.
         try:
             emb = embedder if embedder is not None else create_embedder()
@@ -161,12 +121,8 @@ class SearchClient:
             chat = llm if llm is not None else create_llm()
         except ProviderConfigError as exc:
             raise ConfigurationError(str(exc)) from exc
-        client = cls(es, emb, s, reranker=rer, llm=chat)
-        # It closes what it made; the providers given here are the caller's.
-        client._closers = _closers(
-            es, *(made if given is None else None for made, given in ((emb, embedder), (rer, reranker), (chat, llm)))
-        )
-        return client
+        # It owns what it made and what it was given here (a factory takes them over): aclose() closes them.
+        return cls(es, emb, s, reranker=rer, llm=chat, owns_clients=True)
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
@@ -184,12 +140,9 @@ class SearchClient:
 
     async def enable_telemetry(self, *, data_stream: str = DEFAULT_DATA_STREAM, **options: Any) -> TelemetrySink:
         """Ship this client's search and breaker events into ``data_stream`` (for the Kibana dashboard in
-        ``kibana/``).
-
-        Asynchronous and bounded, with its own breaker: a slow or failing sink never slows or fails a
-        search (see ``storage._telemetry``). ``options`` go to :class:`TelemetrySink`. Stopped (and flushed)
-        by :meth:`aclose`.
-        """
+        ``kibana/``): asynchronous and bounded, with its own breaker, so a slow or failing sink never slows or
+        fails a search (``storage._observability.telemetry``). ``options`` go to :class:`TelemetrySink`.
+        Stopped (and flushed) by :meth:`aclose`."""
         self._backend.check_open()
         if self._telemetry is not None:
             return self._telemetry[0]
@@ -201,8 +154,8 @@ class SearchClient:
         return sink
 
     async def aclose(self) -> None:
-        """Close what this client owns: the Elasticsearch client and the model providers it made (from
-        :meth:`from_settings`), or was given with ``owns_clients=True``. Idempotent."""
+        """Close what this client owns: the Elasticsearch client and the model providers of a client made by
+        :meth:`from_settings`, or given to the constructor with ``owns_clients=True``. Idempotent."""
         b = self._backend
         if b.closed:
             return
@@ -211,14 +164,7 @@ class SearchClient:
             sink, observer = self._telemetry
             b.events.remove(observer)
             await sink.aclose()
-        failures: list[Exception] = []
-        for close in self._closers:  # every one is closed, whatever the others do
-            try:
-                await close()
-            except Exception as exc:
-                failures.append(exc)
-        if failures:
-            raise failures[0]
+        await _close_all(self._closers)
 
     @property
     def closed(self) -> bool:
@@ -226,9 +172,8 @@ class SearchClient:
 
     @property
     def entered_loop(self) -> asyncio.AbstractEventLoop | None:
-        """The event loop the client lives on (where its connections live): the one ``async with`` entered
-        it on, or it was first used on; None before any use. Another loop's call is
-        :class:`WrongEventLoop`; the framework retrievers (``storage.integrations``) hand every call to it."""
+        """The event loop the client lives on (its connections'): the first it was entered or used on; None
+        before any use. Another loop's call is :class:`WrongEventLoop` (``storage.integrations`` hand it over)."""
         return self._backend.loop
 
     @property
@@ -254,189 +199,145 @@ class SearchClient:
         return self._backend.llm
 
     @property
-    def resilience(self) -> dict[str, Resilience]:
-        """The per-dependency stacks (breaker state, counters)."""
-        return self._backend.resilience
+    def breakers(self) -> dict[str, BreakerStatus]:
+        """Each dependency's circuit breaker now (``elasticsearch``, ``embeddings``, and ``reranker`` / ``llm``
+        when configured): its state and counters, read-only."""
+        return breakers(self._backend.resilience)
 
     @property
     def index(self) -> str:
         """The alias searched and written."""
         return self._settings.index
 
-    # -- index management ------------------------------------------------------------------------------
+    @property
+    def indices(self) -> Indices:
+        """The alias's versioned indices: ``reembed()``, ``create_version()``, ``promote()``, ``delete()``,
+        ``refresh()``, the stored fusion (:class:`~storage._admin.Indices`)."""
+        return self._indices_ns
+
+    @property
+    def documents(self) -> Documents:
+        """Documents by id and by filter: ``get()``, ``get_many()``, ``count()``, ``exist()``, ``matching_ids()``,
+        ``delete()`` (:class:`~storage._admin.Documents`)."""
+        return self._documents_ns
 
     async def ensure_index(self) -> str:
         """Create the alias and its first versioned index if missing; check an existing one fits.
 
         Idempotent and safe to call concurrently. Returns the concrete (write) index. Raises
-        :class:`DimensionMismatch` if the index was built for other vectors than the embedder's.
+        :class:`IndexMismatch` (:class:`DimensionMismatch`, :class:`ModelMismatch`...) if the index was built
+        otherwise than this client reads it: ``client.indices.reembed()`` moves it.
         """
         return await self._indices.ensure_index()
 
-    async def create_index_version(self) -> str:
-        """Create the next versioned index (``<alias>-000002``...) for the current embedder, *not* aliased.
-
-        Index into it with ``index_documents(docs, index=name)``, then :meth:`promote_index` swaps the alias
-        atomically: searches never see a half-built index (zero-downtime reindex for a new model).
-        """
-        return await self._indices.create_index_version()
-
-    async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
-        """Point the alias at ``name`` (atomically) and make it the write index."""
-        await self._indices.promote_index(name, delete_old=delete_old)
-
-    async def delete_index(self) -> None:
-        """Delete the alias and every index behind it (tests, demos)."""
-        await self._indices.delete_index()
-
-    async def refresh(self) -> None:
-        """Make everything indexed so far searchable now."""
-        await self._indices.refresh()
-
-    async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
-        """Documents matching ``filters`` (the tenant's, for a tenant)."""
-        return await self._indices.count(filters=filters, tenant_id=tenant_id)
-
-    async def existing(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
-        """Which of ``ids`` the index holds (the tenant's only, for a tenant)."""
-        return await self._indices.existing(ids, tenant_id=tenant_id)
-
-    async def matching_ids(self, filters: FilterInput = None, *, tenant_id: str | None = None) -> list[str]:
-        """The ids of every document ``filters`` match (None: every document; the tenant's only, for a
-        tenant), read on a point-in-time: what a store's delete or get by filter works on."""
-        return await self._indices.matching_ids(filters=filters, tenant_id=tenant_id)
-
-    async def get_document(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
-        """The stored ``_source`` of one document (without its vector), or None — also None when it belongs
-        to another tenant than ``tenant_id`` (required when the client is multi-tenant)."""
-        return await self._indices.get_document(doc_id, tenant_id=tenant_id)
-
-    async def get_documents(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
-        """id -> stored ``_source`` (without vectors) of those of ``ids`` the index holds, in the order of
-        ``ids`` (the tenant's only, for a tenant)."""
-        return await self._indices.get_documents(ids, tenant_id=tenant_id)
-
-    async def delete_documents(
-        self, ids: Sequence[str], *, tenant_id: str | None = None, refresh: bool = False
-    ) -> list[str]:
-        """Delete the documents of ``ids`` (for a tenant: only its own); the ids that were deleted (an id the
-        index does not hold is not an error). ``refresh=True``: gone from searches when this returns."""
-        return await self._indices.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
-
     async def health(self) -> dict[str, Any]:
         """Cluster status, server version, license, the index's stats and this client's breaker states."""
-        return await self._indices.health()
+        return await health(self._indices)
 
-    async def fusion_in_force(self) -> tuple[FusionSetting, dict[str, FusionSource]]:
-        """The fusion a search of the alias uses when the call passes none (read now), and where each of its
-        parameters comes from (``settings``, ``index``: stored with it, ``default``)."""
-        return await self._engine.fusion_in_force()
-
-    async def store_fusion(self, setting: FusionSetting, **provenance: Any) -> str:
-        """Store ``setting`` with the alias's write index (``_meta.fusion``; ``provenance``, e.g. how it was
-        tuned, under ``tuned``): every client of the alias uses it where neither the call nor its settings
-        say otherwise (read when entered, refreshed once a minute). Returns the index written."""
-        meta = setting.to_meta() | ({"tuned": provenance} if provenance else {})
-        return await self._indices.store_fusion(meta)
-
-    # -- indexing --------------------------------------------------------------------------------------
-
-    @operation(IngestRequest)
-    async def index_documents(self, request: IngestRequest) -> IndexReport:
-        """Embed (in batches) and bulk-index documents; embedding and bulk requests overlap.
-
-        Every document is validated first: an invalid one (neither title nor text, a bad field, another
-        tenant's) goes into ``report.failed`` with reason ``invalid_document``, its ``position`` and the
-        validation message, and the valid ones are indexed; ``strict=True`` instead raises
-        :class:`InvalidDocument` for the first one and sends nothing. Every unique id submitted ends up in
-        exactly one of ``report.indexed`` / ``report.failed``; a document whose embedding failed is reported
-        and never indexed without its vector. ``refresh=True`` waits until the documents are searchable.
-        ``overwrite=False`` writes only ids the index does not hold (atomically: Elasticsearch's ``create``);
-        the others are failed with reason ``exists``.
-        """
-        return await self._ingester.index_documents(request)
-
-    async def reembed(
+    async def index_documents(
         self,
-        embedder: Embedder | None = None,
+        documents: Iterable[Document | Mapping[str, Any]],
         *,
-        delete_old: bool = False,
-        restart: bool = False,
-        progress: Callable[[IndexProgress], None] | None = None,
-    ) -> ReembedReport:
-        """Move the alias to another embedding model with no downtime: read every document of the version it
-        points at, embed it with ``embedder`` (default: this client's, e.g. a client configured with a new
-        model meeting an index built with the old one), write a new version, check the counts, and move the
-        alias atomically (``delete_old``: then delete the versions it pointed at).
+        refresh: bool = False,
+        progress: ProgressCallback | None = None,
+        index: str | None = None,
+        tenant_id: str | None = None,
+        on_invalid: Literal["report", "raise"] = "report",
+        overwrite: bool = True,
+    ) -> IndexReport:
+        """Embed and bulk-index ``documents`` (``Document`` objects or mappings of its fields; any iterable, read
+        as it is written: a generator of any length is ingested with flat memory). Every unique id read ends up
+        in exactly one of ``report.indexed`` / ``report.failed`` (a document is never indexed without its
+        vectors); an input that raises part-way ends it with :class:`IngestInterrupted`, whose ``.report``
+        accounts for every document read.
 
-        Searches go on against the old version until the alias moves. Documents that fail are in
-        ``report.failed`` and keep the alias where it was. An interrupted run leaves the alias untouched and
-        its version marked as building (``health()`` lists it); the next run **resumes** it (only what is
-        missing is embedded), ``restart=True`` starts clean. ``progress`` gets an :class:`IndexProgress` as
-        documents are done. After a move to another model than this client's, make a client with that model:
-        this one's kNN leg would fail with :class:`ModelMismatch` (its searches stay BM25 only).
+        An invalid document (neither title nor text, a bad field, another tenant's) is failed with reason
+        ``invalid_document`` and its ``position``; ``on_invalid="raise"`` raises :class:`InvalidDocument` for the
+        first one and sends nothing (so it reads the whole input first). ``refresh``: searchable on return;
+        ``index``: another index or alias than the client's; ``tenant_id``: stamp every document (one of
+        another tenant is refused); ``overwrite=False``: only ids the index does not hold (Elasticsearch's
+        ``create``, atomic; the others fail with reason ``exists``); ``progress``: an :class:`IndexProgress`
+        as it goes.
         """
-        return await self._reembedder.reembed(embedder, delete_old=delete_old, restart=restart, progress=progress)
+        return await self._ingester.index_documents(_request(IngestRequest, locals()))
 
-    # -- search ----------------------------------------------------------------------------------------
+    async def search(
+        self,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        limit: int = 10,
+        offset: int = 0,
+        tenant_id: str | None = None,
+        fusion: FusionMethod | None = None,
+        rrf_k: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        window: int | None = None,
+        num_candidates: int | None = None,
+        similarity: float | None = None,
+        strict: bool = False,
+        highlight: bool = True,
+        index: str | None = None,
+        recover: bool = False,
+        scopes: Sequence[FilterInput] | None = None,
+        round_trip: RoundTrip | None = None,
+        syntax: QuerySyntax = "plain",
+        rerank: bool | None = None,
+        rerank_candidates: int | None = None,
+        facets: Sequence[str | FacetSpec] | None = None,
+        group_by: str | None = None,
+        per_group: int = 1,
+        diversity: float = 0.0,
+    ) -> SearchResponse:
+        """Search ``query`` with BM25, kNN or both (``mode``: ``hybrid``, ``bm25``, ``knn``; the legs in
+        parallel), fused in the client, optionally reranked.
 
-    @operation(SearchRequest)
-    async def search(self, request: SearchRequest) -> SearchResponse:
-        """Search ``query`` with BM25, kNN or both (in parallel), fused in the client, optionally reranked.
+        - ``filters``: one filter model for both legs (``{"ticker": "AAPL", "published_at": {"gte": ...}}``, or
+          a list of :mod:`storage.filters` objects); ``tenant_id``: the tenant every result belongs to
+          (required by a multi-tenant client).
+        - ``limit`` hits from ``offset`` of the fused list, which holds each leg's ``window`` best candidates
+          (``offset + limit`` must fit inside it; ``num_candidates``: kNN's HNSW breadth; ``similarity``: the
+          kNN leg's floor).
+        - ``fusion`` (``rrf``, ``linear_minmax``, ``linear_zscore``, ``dbsf``), ``rrf_k`` and ``weights``
+          (``{"bm25": 1, "knn": 2}``): default the setting in force (the call's, else the settings', else the
+          one stored with the index, else the defaults; ``response.fusion_sources`` says which).
+        - ``strict``: a failed leg (or shards that did not answer) raises instead of degrading the result; when
+          every leg fails, :class:`SearchFailed` carries each leg's typed error.
+        - ``highlight``: the page's fragments (one fetch after fusion, whichever leg found each hit);
+          ``index``: other explicit index or alias names (comma-separated).
+        - Zero-result recovery (reported in ``response.recovery``): ``recover`` retries an empty BM25 leg with
+          fuzzy matching; ``scopes`` are wider filter sets tried in order while nothing is found.
+        - ``round_trip``: two parallel requests or one ``_msearch``; ``syntax="boolean"`` parses AND/OR/NOT,
+          "phrases" and field prefixes (``ticker:AAPL``) into safe query DSL (:class:`QuerySyntaxError`).
+        - ``rerank`` (default ``settings.rerank``) re-scores the first ``rerank_candidates`` fused hits with the
+          reranker; if it fails, the fused order is returned, degraded (``strict`` raises instead).
+        - ``facets`` (``"ticker"``, ``"published_at:month"``, ``"metadata.region"`` or :class:`FacetSpec`):
+          counts over what the query matched; ``group_by`` / ``per_group``: the best hits of each value of a
+          field (``limit`` then counts groups); ``diversity`` (0 to 1): maximal marginal relevance over the
+          window, so that near-duplicates do not fill a page.
 
-        Takes :class:`SearchRequest`'s arguments, or one :class:`SearchRequest`.
-        Validation happens before any request: an empty query, an unknown filter field, a bad mode or
-        ``offset + limit`` beyond the fusion ``window`` raise :class:`InvalidQuery`.
-        In hybrid mode a failed leg degrades the result (``degraded=True``) unless ``strict=True``;
-        if every leg fails, :class:`SearchFailed` carries each leg's typed error.
-
-        Two phases: the legs return ids and scores only; after fusion (and rerank) one request fetches the
-        documents and highlights of the page, whichever leg found each hit (``highlight=False`` fetches the
-        documents only); ``response.fetch_ms`` is its time.
-        Zero-result recovery (opt-in, reported in ``response.recovery``): ``recover=True`` retries an empty
-        BM25 leg with fuzzy matching; ``scopes`` are wider filter sets tried in order while nothing is found
-        (``response.scope_tier`` says which served). ``round_trip`` picks two parallel requests or one
-        ``_msearch`` (default: ``settings.round_trip``). ``syntax="boolean"`` parses AND/OR/NOT, "phrases"
-        and field prefixes (``ticker:AAPL``, ``type:10-K``, ``date:2024-06``) into safe query DSL
-        (:class:`QuerySyntaxError` points at the offending token); plain text is the default.
-        ``rerank=True`` (default: ``settings.rerank``) re-scores the first ``rerank_candidates`` fused hits
-        with the configured reranker; if it fails, the fused order is returned, ``degraded`` with a
-        ``rerank_*`` reason (``strict=True`` raises instead).
+        Validation happens before any request (:class:`InvalidQuery`).
         """
-        return await self._engine.search(request)
+        return await self._engine.search(_request(SearchRequest, locals()))
 
-    @operation(SearchRequest)
-    async def retrieve(self, request: SearchRequest) -> dict[str, list[LegHit]]:
+    async def leg_rankings(
+        self,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        window: int | None = None,
+        num_candidates: int | None = None,
+        index: str | None = None,
+        syntax: QuerySyntax = "plain",
+    ) -> dict[str, list[LegHit]]:
         """Each leg's ranked list before fusion (ids and raw scores, ``window`` deep), through the same plan,
-        filters and tenancy as :meth:`search`: what tuning and evaluation fuse in-process. A failed leg raises
-        (as a strict search does)."""
+        filters and tenancy as :meth:`search`: what tuning and evaluation fuse in-process. A failed leg
+        raises (as a strict search does)."""
+        request = _request(SearchRequest, {**locals(), "strict": True, "highlight": False})
         return await self._engine.leg_lists(request)
-
-    # -- answers -------------------------------------------------------------------------------------
-
-    @operation(AnswerRequest)
-    async def answer(self, request: AnswerRequest) -> Answer:
-        """Answer ``question`` from the index, citing the documents: one :meth:`search` (same validation,
-        filters, tenancy and degraded model; ``limit`` hits, default ``settings.answer_limit``), a context of
-        ``ENTRY #id`` blocks within ``max_context_chars`` (default ``settings.answer_context_chars``; also
-        within the model's window when it is known), one chat completion, and the citations checked against
-        the context (``answer.invented_citations`` are ids the model made up, never sources).
-
-        The whole call ends within ``timeout_s`` (default ``settings.answer_timeout_s``). A chat model that
-        is down, slow or answers garbage gives ``answer=None``, the entries, ``degraded=True`` and an
-        ``llm_*`` reason; ``strict=True`` raises the typed error instead (and makes the search strict).
-        Nothing found: no chat call, ``status="nothing_found"``. Needs a chat model (``llm=`` or
-        ``LLM_PROVIDER``): :class:`ConfigurationError` otherwise, before any request.
-        """
-        return await self._answerer.answer(request)
-
-    @operation(AnswerRequest)
-    def answer_stream(self, request: AnswerRequest) -> AsyncIterator[AnswerEvent]:
-        """:meth:`answer`, streamed: :class:`AnswerDelta` events with the text as the model writes it, then
-        one :class:`AnswerDone` with the whole :class:`Answer` (citations, entries, timings with
-        ``first_token_ms``). If the model fails mid-way the last event says so (``answer.answer`` is None):
-        replace the text shown. Use ``contextlib.aclosing`` to stop early."""
-        return self._answerer.stream(request)
 
     async def search_tool(
         self,
@@ -448,7 +349,7 @@ class SearchClient:
         limit: int = 10,
         tenant_id: str | None = None,
     ) -> SearchResponse:
-        """The seed systems' call shape, delegating to :meth:`search`."""
+        """The seed systems' call shape (positional, as they call it), delegating to :meth:`search`."""
         merged: FilterInput = filters
         if ticker is not None:
             if filters is not None and not isinstance(filters, Mapping):
@@ -457,43 +358,135 @@ class SearchClient:
         index = indices if isinstance(indices, str) or indices is None else ",".join(indices)
         return await self.search(query, mode=search_type, filters=merged, limit=limit, index=index, tenant_id=tenant_id)
 
-    # -- deep paging -----------------------------------------------------------------------------------
+    async def answer(
+        self,
+        question: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int | None = None,
+        rerank: bool | None = None,
+        max_context_chars: int | None = None,
+        timeout_s: float | None = None,
+        strict: bool = False,
+        index: str | None = None,
+        prompt: AnswerPrompt | None = None,
+        diversity: float = 0.0,
+    ) -> Answer:
+        """Answer ``question`` from the index, citing the documents: one :meth:`search` (same validation,
+        filters, tenancy and degraded model; ``limit`` hits, default ``settings.answer_limit``), a context of
+        ``ENTRY #id`` blocks within ``max_context_chars`` (default ``settings.answer_context_chars``; also
+        within the model's window when it is known; ``diversity`` as in :meth:`search`), one chat completion
+        (``prompt``: another :class:`AnswerPrompt`), and the citations checked against the context
+        (``answer.invented_citations`` are ids the model made up, never sources).
 
-    @operation(PageRequest)
-    async def search_page(self, request: PageRequest) -> SearchPage:
-        """One page of a stable walk through the fused results, past any fusion window.
+        The whole call ends within ``timeout_s`` (default ``settings.answer_timeout_s``). A chat model down, slow
+        or answering garbage gives ``answer=None``, the entries, ``degraded`` and an ``llm_*`` reason
+        (``strict=True`` raises instead, and makes the search strict). Nothing found: no chat call. Needs a chat
+        model (``llm=`` or ``LLM_PROVIDER``): :class:`ConfigurationError` otherwise, before any request."""
+        return await self._answerer.answer(_request(AnswerRequest, locals()))
 
-        The first call (``cursor=None``) opens a point-in-time; pass ``page.next_cursor`` back, with the
-        same arguments, for the next page. When ``next_cursor`` is None the walk is over and its
-        point-in-time closed; :meth:`close_cursor` ends a walk early. The order (see ``storage._paging``):
-        the fusion of each leg's top ``depth`` documents, then the remaining BM25 matches in BM25 order;
-        every document appears once, and writes made during the walk neither appear nor shift pages.
-        A walk is strict: a failed leg raises (the same cursor can be retried), it never degrades, since a
-        page fused from one leg would reorder the walk. :class:`CursorExpired` when the point-in-time has
-        expired (``settings.pit_keep_alive`` between pages); :class:`InvalidQuery` for a cursor made for
-        other arguments.
+    def answer_stream(
+        self,
+        question: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int | None = None,
+        rerank: bool | None = None,
+        max_context_chars: int | None = None,
+        timeout_s: float | None = None,
+        strict: bool = False,
+        index: str | None = None,
+        prompt: AnswerPrompt | None = None,
+        diversity: float = 0.0,
+    ) -> AsyncIterator[AnswerEvent]:
+        """:meth:`answer`, streamed: :class:`AnswerDelta` events with the text as the model writes it, then one
+        :class:`AnswerDone` with the whole :class:`Answer` (citations, entries, timings with
+        ``first_token_ms``). If the model fails mid-way the last event says so (``answer.answer`` is None):
+        replace the text shown. Use ``contextlib.aclosing`` to stop early."""
+        return self._answerer.stream(_request(AnswerRequest, locals()))
 
-        ``group_by`` (``ticker``, ``source``, ``doc_type`` or ``metadata.<key>``) walks groups in the same
-        order: ``page_size`` counts groups, ``page.groups`` lists them, and a group never comes back on a
-        later page. A group of the head keeps its first ``per_group`` hits of the fused head; a group found
-        below it, its best ``per_group`` BM25 matches (see ``storage._walk_groups``). A hit without the field
-        is a group of its own.
+    async def search_page(
+        self,
+        query: str,
+        *,
+        cursor: str | None = None,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int = 10,
+        window: int | None = None,
+        fusion: FusionMethod | None = None,
+        rrf_k: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        highlight: bool = True,
+        index: str | None = None,
+        syntax: QuerySyntax = "plain",
+        group_by: str | None = None,
+        per_group: int = 1,
+    ) -> SearchPage:
+        """One page of ``limit`` hits of a stable walk through the fused results, past any fusion window.
+
+        ``cursor=None`` opens a point-in-time; pass ``page.next_cursor`` back, with the same arguments, for the
+        next page (None: the walk is over, its point-in-time closed; :meth:`close_cursor` ends one early). The
+        order (``storage._paging.cursor``): the fusion of each leg's top ``window`` (default
+        ``settings.walk_window``), then the remaining BM25 matches; every document once, writes made meanwhile
+        neither appear nor shift pages. Strict: a failed leg raises (retry the same cursor); an expired
+        point-in-time (``settings.pit_keep_alive`` between pages) is :class:`CursorExpired`. ``group_by``
+        walks groups (``limit`` counts them; a group never comes back later; ``per_group`` hits each).
         """
-        return await self._walker.search_page(request)
+        return await self._walker.search_page(_request(PageRequest, locals()))
 
     async def close_cursor(self, cursor: str) -> None:
         """End a walk early: close its point-in-time. Idempotent; an expired one is fine."""
         await self._walker.close_cursor(cursor)
 
-    @operation(PageRequest)
-    def walk(self, request: PageRequest) -> AsyncIterator[SearchPage]:
-        """Every page of a walk (:meth:`search_page` arguments). Use ``contextlib.aclosing`` so that leaving
+    def walk(
+        self,
+        query: str,
+        *,
+        mode: SearchMode = "hybrid",
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        limit: int = 10,
+        window: int | None = None,
+        fusion: FusionMethod | None = None,
+        rrf_k: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        highlight: bool = True,
+        index: str | None = None,
+        syntax: QuerySyntax = "plain",
+        group_by: str | None = None,
+        per_group: int = 1,
+    ) -> AsyncIterator[SearchPage]:
+        """Every page of a walk (:meth:`search_page`'s arguments). Use ``contextlib.aclosing`` so that leaving
         the loop early closes the point-in-time at once::
 
-            async with aclosing(client.walk("q", page_size=50)) as pages:
+            async with aclosing(client.walk("q", limit=50)) as pages:
                 async for page in pages: ...
         """
-        return self._walker.walk(request)
+        return self._walker.walk(_request(PageRequest, locals()))
+
+
+def _request(kind: Callable[..., R], arguments: dict[str, Any]) -> R:
+    """A request value object from a method's parameters (``locals()`` at its start; ``self`` left out): the
+    method's keywords are its request type's fields (``tests/unit/test_public_api.py`` pins that)."""
+    return kind(**{name: value for name, value in arguments.items() if name != "self"})
+
+
+async def _close_all(closers: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Call every closer, whatever the others do; then raise the first failure, if any."""
+    failures: list[Exception] = []
+    for close in closers:
+        try:
+            await close()
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 def _closers(

@@ -5,22 +5,22 @@
     SearchError                         base; .reason is a short machine tag (e.g. "timeout")
     ├── ConfigurationError              wrong set-up, found at start-up
     │   ├── ElasticsearchNotConfigured  no ES_URL; the message says how to start a local one
-    │   ├── DimensionMismatch           index vectors != embedder vectors
-    │   │   └── ModelMismatch           another model built the index (same size or not): reembed() moves it
-    │   │       └── PassagesMismatch    the index was cut into passages otherwise than the client's setting
+    │   ├── IndexMismatch               the index was built otherwise than this client: reembed() moves it
+    │   │   ├── DimensionMismatch       its vectors have another length than the embedder's
+    │   │   ├── ModelMismatch           another model built it (same length or not); writes are refused
+    │   │   └── PassagesMismatch        it was cut into passages otherwise than the client's setting
     │   ├── AnalyzerUnavailable         the configured analyzer (ES_ANALYZER) does not exist on the server;
     │   │                               raised by ensure_index() before anything is created
     │   ├── IncompatibleServer          client and server majors cannot talk (9.x client, 8.x server)
     │   ├── AuthenticationFailed        401: credentials rejected (wrong, expired, revoked); never retried
     │   ├── AccessDenied                403: the credentials lack a privilege for this index or action
-    │   ├── TLSFailed                   the server's certificate could not be verified (or TLS mismatch)
+    │   └── TLSFailed                   the server's certificate could not be verified (or TLS mismatch)
+    ├── UsageError                      the calling code's mistake: nothing was sent, no breaker counts it
     │   ├── ClientClosed                the SearchClient was closed (or never opened)
-    │   └── WrongEventLoop              the SearchClient was used on an event loop other than its own (a
-    │                                   caller's mistake: raised before anything is sent, never counted by
-    │                                   a breaker)
+    │   └── WrongEventLoop              the SearchClient was used on an event loop other than its own
     ├── InvalidQuery                    bad caller input: empty query, unknown filter field, bad range;
     │   │                               raised before any request is sent
-    │   └── QuerySyntaxError            (storage._syntax) the opt-in query syntax; .position, .token
+    │   └── QuerySyntaxError            (storage._dsl.syntax) the opt-in query syntax; .position, .token
     ├── InvalidDocument                 a document given to index_documents is invalid (.position);
     │                                   raised before any request is sent
     ├── DocumentsNotIndexed             a framework store's write left documents out (.failed: each one's
@@ -38,8 +38,8 @@
     ├── DependencyError                 an ERROR RESPONSE: the dependency answered 4xx/5xx or garbage;
     │   │                               .status; .transient for 429/502/503/504
     │   └── ContextTooLong              the chat model's window is smaller than the answer's prompt
-    └── SearchFailed                    every leg of a hybrid search failed (or one did in strict mode);
-                                        .leg_errors maps leg -> the error above
+    └── SearchFailed                    every leg of a hybrid search failed (reason all_legs_failed), or one
+                                        did in a strict search (leg_failed); .leg_errors: leg -> its error
 
 ``dependency`` on the transport errors is ``"elasticsearch"``, ``"embeddings"``, ``"reranker"`` or ``"llm"``.
 Model-provider errors (``embeddings.ProviderError``) are mapped onto DependencyUnavailable /
@@ -66,6 +66,7 @@ __all__ = [
     "DocumentsNotIndexed",
     "ElasticsearchNotConfigured",
     "IncompatibleServer",
+    "IndexMismatch",
     "IndexNotFound",
     "IngestInterrupted",
     "InvalidDocument",
@@ -77,6 +78,7 @@ __all__ = [
     "SearchError",
     "SearchFailed",
     "TLSFailed",
+    "UsageError",
     "WrongEventLoop",
 ]
 
@@ -108,22 +110,28 @@ class ElasticsearchNotConfigured(ConfigurationError):
         )
 
 
-class DimensionMismatch(ConfigurationError):
-    """The index was built for other vectors than the embedder produces."""
+class IndexMismatch(ConfigurationError):
+    """The index was built otherwise than this client reads and writes it: ``reembed()`` (or
+    ``hybrid-search reembed``) builds a version this client fits and moves the alias, with no downtime."""
+
+    reason = "index_mismatch"
+
+
+class DimensionMismatch(IndexMismatch):
+    """The index holds vectors of another length than the embedder produces."""
 
     reason = "dimension_mismatch"
 
 
-class ModelMismatch(DimensionMismatch):
-    """The index's vectors come from another embedding model than the client's: never mixed. In a hybrid
-    search the kNN leg fails with this (the result is BM25 only, degraded); ``reembed()`` (or
-    ``hybrid-search reembed``) builds a version with the client's model and moves the alias, with no
-    downtime."""
+class ModelMismatch(IndexMismatch):
+    """The index's vectors come from another embedding model than the client's (of the same length or not):
+    never mixed. In a hybrid search the kNN leg fails with this (the result is BM25 only, degraded); a write is
+    refused."""
 
     reason = "model_mismatch"
 
 
-class PassagesMismatch(ModelMismatch):
+class PassagesMismatch(IndexMismatch):
     """The index was built with other passages (or none) than the passage setting this client was given
     explicitly (``ES_PASSAGES``, ``ES_PASSAGE_TOKENS``...). ``reembed()`` moves it."""
 
@@ -160,13 +168,20 @@ class TLSFailed(ConfigurationError):
     reason = "tls_failed"
 
 
-class ClientClosed(ConfigurationError):
+class UsageError(SearchError):
+    """The client was used in a way it cannot be: a mistake in the calling code, not in the set-up or the
+    input; nothing was sent, and no breaker counts it."""
+
+    reason = "usage"
+
+
+class ClientClosed(UsageError):
     """The client is closed (or was never opened)."""
 
     reason = "client_closed"
 
 
-class WrongEventLoop(ConfigurationError):
+class WrongEventLoop(UsageError):
     """The client was called on an event loop other than the one it lives on (its connections are bound to
     that loop). Nothing was sent."""
 
@@ -278,13 +293,16 @@ class ContextTooLong(DependencyError):
 
 
 class SearchFailed(SearchError):
-    """The search could not produce results: every leg failed, or a leg failed in strict mode."""
+    """The search could not produce results: every leg failed (``reason`` ``all_legs_failed``), or a leg failed
+    in a strict search (``leg_failed``). ``.leg_errors`` maps each failed leg to its error."""
 
     reason = "all_legs_failed"
 
-    def __init__(self, message: str, *, leg_errors: Mapping[str, SearchError]) -> None:
+    def __init__(self, message: str, *, leg_errors: Mapping[str, SearchError], every_leg: bool = True) -> None:
         super().__init__(message)
         self.leg_errors = dict(leg_errors)
+        if not every_leg:
+            self.reason = "leg_failed"
 
 
 class InvalidDocument(SearchError):

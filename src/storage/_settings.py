@@ -5,15 +5,15 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ._fusion import DEFAULT_RRF_K, FusionMethod
-from ._fusion_setting import DEFAULT_WINDOW, FusionSetting
-from ._requests import RoundTrip
-from ._resilience import ResiliencePolicy
+from ._fusion.methods import DEFAULT_RRF_K, FusionMethod
+from ._fusion.setting import DEFAULT_WINDOW, FusionSetting
+from ._transport.resilience import ResiliencePolicy
+from ._types.requests import RoundTrip
 from .passages import DEFAULT_OVERLAP, DEFAULT_TOKENS, PassageSetting
 
 __all__ = ["RoundTrip", "SearchSettings"]
 
-#: The settings fields behind each fusion parameter (``storage._fusion_setting``).
+#: The settings fields behind each fusion parameter (``storage._fusion.setting``).
 _FUSION_FIELDS = {
     "method": ("fusion",),
     "k": ("rrf_k",),
@@ -63,7 +63,7 @@ class SearchSettings(BaseSettings):
     sniff_min_delay_s: float = Field(default=10.0, ge=0)
     #: Analyzer of ``title``/``text`` (``ES_ANALYZER``) when an index is created: ``english_folded``
     #: (default: English stopwords and Porter stemming with accents folded, defined in the index's settings:
-    #: ``storage._mapping.DEFINED_ANALYZERS``), ``english`` (the same without folding: the analysis-common
+    #: ``storage._dsl.mapping.DEFINED_ANALYZERS``), ``english`` (the same without folding: the analysis-common
     #: module's built-in analyzer), ``standard`` (no stemming, built into every distribution), or any
     #: analyzer the server has (``french``, ``simple``...). Existing indices keep theirs: ``reembed()`` (or
     #: create_index_version() / promote_index()) moves an index to the configured one.
@@ -101,8 +101,8 @@ class SearchSettings(BaseSettings):
     #: Hits retrieved for an answer, and the characters of their text the model is given at most.
     answer_limit: int = Field(default=5, ge=1, le=100)
     answer_context_chars: int = Field(default=6000, ge=200)
-    #: Deep paging (search_page): each leg's depth fused into the walk's head; then the BM25 tail.
-    paging_depth: int = Field(default=1000, ge=1, le=10_000)
+    #: Deep paging (search_page / walk): each leg's candidates fused into the walk's head; then the BM25 tail.
+    walk_window: int = Field(default=1000, ge=1, le=10_000)
     #: How long a walk's point-in-time lives between two pages.
     pit_keep_alive: str = Field(default="5m", pattern=r"^[0-9]+(ms|s|m|h)$")
     #: Ship search telemetry into a data stream (opt-in; see kibana/README.md).
@@ -128,7 +128,7 @@ class SearchSettings(BaseSettings):
     #: The best passages each hit carries (and the RAG context reads), per leg that found them.
     passages_shown: int = Field(default=3, ge=1, le=20)
 
-    # Resilience (one stack per dependency; see storage._resilience for the reasons of the defaults).
+    # Resilience (one stack per dependency; see storage._transport.resilience for the reasons of the defaults).
     retry_attempts: int = Field(default=3, ge=1, le=10)
     breaker_fail_max: int = Field(default=5, ge=1)
     breaker_reset_s: float = Field(default=30.0, gt=0)

@@ -23,7 +23,7 @@ from embeddings import LocalEmbedder, OpenAIChat, OpenAIEmbedder
 from storage import ConfigurationError, ContextTooLong, Document, SearchClient, SearchSettings
 from storage.agent import SearchTool
 
-from .._chat_server import ChatServer
+from .._scripted import ScriptedServer, chat_body, chat_chunks
 
 DOCS = [
     Document(
@@ -80,9 +80,9 @@ async def test_bad_arguments_empty_results_and_documents_read_as_plain_sentences
     assert "'window' is not an argument" in await tool.run({"query": "x", "window": 500})
     assert "not valid JSON" in await tool.run("{query:")
     assert "No matches" in await tool.run({"query": "revenue", "ticker": "NOPE"})
-    doc = await tool.get_document({"id": "#aapl-1"})
+    doc = await tool.documents.get({"id": "#aapl-1"})
     assert doc.startswith("[#aapl-1] Apple cuts revenue guidance\nsource: reuters")
-    assert "No document with id 'nope'" in await tool.get_document('{"id": "nope"}')
+    assert "No document with id 'nope'" in await tool.documents.get('{"id": "nope"}')
 
 
 async def test_a_degraded_search_is_said_in_one_line(client: SearchClient, settings: SearchSettings) -> None:
@@ -133,7 +133,7 @@ def _text(result: object) -> str:
 @asynccontextmanager
 async def _mcp(env: dict[str, str], *args: str) -> AsyncIterator[ClientSession]:
     """A real MCP client session over stdio with ``hybrid-search [args]`` (default: ``mcp``)."""
-    argv = ["-m", "storage._cli", *(args or ("mcp",))]
+    argv = ["-m", "storage.cli", *(args or ("mcp",))]
     params = StdioServerParameters(command=sys.executable, args=argv, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -206,7 +206,7 @@ async def test_the_mcp_server_says_its_version_and_serves_a_startup_error_to_the
     settings: SearchSettings,
 ) -> None:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "storage._cli", "mcp"], env=_hashing_env(settings)
+        command=sys.executable, args=["-m", "storage.cli", "mcp"], env=_hashing_env(settings)
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
@@ -247,7 +247,7 @@ def test_the_mcp_inspector_cli_sends_arguments_the_schema_lets_it_convert(
     optional argument (no anyOf with null), an array arrives as an array; a wrong type is refused, not coerced;
     a bad server option reaches it as a readable error."""
     cli = str(_inspector())
-    server = [sys.executable, "-m", "storage._cli", "mcp"]
+    server = [sys.executable, "-m", "storage.cli", "mcp"]
 
     def call(*args: str, server_args: tuple[str, ...] = ()) -> dict[str, Any]:
         done = subprocess.run(
@@ -307,7 +307,7 @@ def test_a_host_mistake_stops_the_mcp_command_at_start_with_the_reason() -> None
         (["mcp", "--filters", "ticker,sector"], "unknown filters ['sector']"),
     ):
         done = subprocess.run(
-            [sys.executable, "-m", "storage._cli", *args],
+            [sys.executable, "-m", "storage.cli", *args],
             env=env,
             stdin=subprocess.DEVNULL,  # no host: the server it still starts (to say why) ends at once
             capture_output=True,
@@ -355,23 +355,38 @@ async def test_the_default_model_s_floor_hides_nonsense_and_keeps_a_semantic_mat
         assert "keyword #" not in meaning.split("[#aapl-1]")[1].split("\n")[1]
 
 
-# -- answers against the real local chat server --------------------------------------------------------
+# -- answers, on the scripted OpenAI-compatible server (the real one is proven in test_answer.py) ------------
+
+#: What the scripted server says it is: the local chat server's window.
+CONTEXT_TOKENS = 4096
 
 
-def _chat(chat_server: ChatServer, **options: int) -> OpenAIChat:
+def _chat(server: ScriptedServer, **options: int) -> OpenAIChat:
     return OpenAIChat(
-        model=chat_server.model,
-        base_url=chat_server.base_url,
+        model="scripted",
+        base_url=server.url,
         max_tokens=options.pop("max_tokens", 64),
-        context_tokens=options.pop("context_tokens", chat_server.context_tokens),
+        context_tokens=options.pop("context_tokens", CONTEXT_TOKENS),
     )
 
 
-@pytest.mark.slow
+def _answers(server: ScriptedServer, text: str) -> None:
+    """Every chat request (whole or streamed) is answered with ``text``."""
+    body = json.dumps(chat_body(text)).encode()
+
+    def reply(payload: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        if payload.get("stream"):
+            events = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in chat_chunks([text]))
+            return 200, {"content-type": "text/event-stream"}, events.encode()
+        return 200, {"content-type": "application/json"}, body
+
+    server.default = reply
+
+
 async def test_an_answer_with_nothing_in_its_context_never_calls_the_model(
-    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+    tool: SearchTool, settings: SearchSettings, scripted_server: ScriptedServer
 ) -> None:
-    llm = _chat(chat_server, max_tokens=256, context_tokens=350)  # the answer's room leaves none for documents
+    llm = _chat(scripted_server, max_tokens=256, context_tokens=350)  # the answer's room leaves none for documents
     async with SearchClient.from_settings(settings, embedder=_hashing(), llm=llm) as client:  # type: ignore[arg-type]
         answer = await client.answer("Why did Apple cut its revenue guidance?", limit=20)
         text = await SearchTool(client).answer({"question": "Why did Apple cut its revenue guidance?"})
@@ -384,14 +399,15 @@ async def test_an_answer_with_nothing_in_its_context_never_calls_the_model(
     assert "citing ." not in answer.reasoning
     assert text.startswith("No answer: the documents found did not fit the answering model's context")
     assert "Sources:" not in text
+    assert scripted_server.requests == []
 
 
-@pytest.mark.slow
 async def test_an_uncited_answer_is_flagged_on_every_surface(
-    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+    tool: SearchTool, settings: SearchSettings, scripted_server: ScriptedServer
 ) -> None:
-    question = "What is the capital of Mongolia?"  # not in the documents; this model answers it anyway
-    async with SearchClient.from_settings(settings, embedder=_hashing(), llm=_chat(chat_server)) as client:  # type: ignore[arg-type]
+    question = "What is the capital of Mongolia?"  # not in the documents; the model answers it anyway
+    _answers(scripted_server, "Ulaanbaatar is the capital of Mongolia.")
+    async with SearchClient.from_settings(settings, embedder=_hashing(), llm=_chat(scripted_server)) as client:  # type: ignore[arg-type]
         answer = await client.answer(question, limit=5)
         agent = await SearchTool(client).answer({"question": question})
     # The library's result.
@@ -407,8 +423,8 @@ async def test_an_uncited_answer_is_flagged_on_every_surface(
     env = _hashing_env(
         settings,
         LLM_PROVIDER="openai",
-        LLM_BASE_URL=chat_server.base_url,
-        LLM_MODEL=chat_server.model,
+        LLM_BASE_URL=scripted_server.url,
+        LLM_MODEL="scripted",
         LLM_MAX_TOKENS="64",
     )
     async with _mcp(env) as session:
@@ -430,11 +446,13 @@ async def test_an_uncited_answer_is_flagged_on_every_surface(
     assert "sources:" not in done.stdout
 
 
-@pytest.mark.slow
 async def test_a_context_beyond_the_model_s_real_window_is_a_typed_error(
-    tool: SearchTool, settings: SearchSettings, chat_server: ChatServer
+    tool: SearchTool, settings: SearchSettings, scripted_server: ScriptedServer
 ) -> None:
-    llm = _chat(chat_server, context_tokens=chat_server.context_tokens * 8)  # claims a window it does not have
+    # The server refuses the prompt as OpenAI-compatible servers do (llama.cpp's, vLLM, OpenAI: HTTP 400).
+    refusal = {"error": {"message": "This model's maximum context length is 4096 tokens", "code": 400}}
+    scripted_server.default = lambda payload: (400, {"content-type": "application/json"}, json.dumps(refusal).encode())
+    llm = _chat(scripted_server, context_tokens=CONTEXT_TOKENS * 8)  # claims a window it does not have
     long_docs = [
         Document(id=f"long-{i}", title=f"Revenue report {i}", text=f"revenue grew in region {i}. " * 300)
         for i in range(12)

@@ -15,7 +15,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import AnalyzerUnavailable, Document, IncompatibleServer, SearchClient, SearchSettings
-from storage._errors_map import map_es_error
+from storage._transport.translate import map_es_error
 from storage.local_es import VERSION_8, LocalElasticsearch
 
 CLIENT_MAJOR = int(elasticsearch.__versionstr__.split(".")[0])
@@ -61,10 +61,10 @@ async def test_an_index_analysed_without_folding_keeps_it_until_reembed_rebuilds
     async with _client(settings) as c:  # configured with the default (english_folded) now
         await c.ensure_index()
         assert (await c.search("cafe naive", mode="bm25")).ids == ["plain"]  # the index keeps its analyzer
-        report = await c.reembed(delete_old=True)
+        report = await c.indices.reembed(delete_old=True)
         assert report.promoted, report
         assert sorted((await c.search("cafe naive", mode="bm25")).ids) == ["cafe", "plain"]
-        assert (await c.reembed()).target is None  # the same model, the configured analyzer: nothing to do
+        assert (await c.indices.reembed()).target is None  # the same model, the configured analyzer: nothing to do
 
 
 async def test_an_analyzer_the_server_lacks_is_a_typed_error_and_creates_nothing(
@@ -76,7 +76,7 @@ async def test_an_analyzer_the_server_lacks_is_a_typed_error_and_creates_nothing
         assert "ES_ANALYZER=standard" in str(info.value)
         assert "analysis-common" in str(info.value)
         with pytest.raises(AnalyzerUnavailable):
-            await c.create_index_version()
+            await c.indices.create_version()
     assert not (await es.indices.get(index=f"{settings.index}*", expand_wildcards="all")).body
 
 
@@ -92,9 +92,9 @@ async def test_an_existing_index_keeps_its_analyzer_until_a_new_version_is_promo
         await c.ensure_index()
         assert any(getattr(r, "event.action", None) == "index.analyzer_differs" for r in caplog.records)
         assert (await c.search("run", mode="bm25")).hits == []  # the existing index kept its analyzer
-        new = await c.create_index_version()
+        new = await c.indices.create_version()
         await c.index_documents(DOCS, index=new, refresh=True)
-        await c.promote_index(new, delete_old=True)
+        await c.indices.promote(new, delete_old=True)
         assert [h.id for h in (await c.search("run", mode="bm25")).hits] == ["a"]
 
 
@@ -143,7 +143,7 @@ def test_the_9x_client_talks_to_an_8x_server_and_a_client_built_without_the_tran
             report = await c.index_documents([Document(id="d1", title="Revenue", text="guidance cut")], refresh=True)
             assert report.ok
             assert (await c.search("revenue guidance")).ids == ["d1"]
-            await c.delete_index()
+            await c.indices.delete()
         raw = AsyncElasticsearch(url)
         async with SearchClient(raw, HashingEmbedder(dimensions=64), settings, owns_clients=True) as c:
             with pytest.raises(IncompatibleServer, match=r"transport_class=storage\.CompatibleTransport"):

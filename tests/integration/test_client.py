@@ -15,21 +15,16 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import (
-    AllOf,
-    AnyOf,
     DimensionMismatch,
     Document,
-    Exists,
     IndexNotFound,
     IngestInterrupted,
     InvalidDocument,
     InvalidQuery,
-    Not,
     SearchClient,
     SearchSettings,
-    Term,
-    Terms,
 )
+from storage.filters import AllOf, AnyOf, Exists, Not, Term, Terms
 
 CORPUS = [
     Document(
@@ -155,8 +150,8 @@ async def test_combined_filters_and_metadata_compared_by_the_type_the_filter_giv
     assert dates.ids == ["p9"]  # (a value that is not a date is left out of the date comparison, not an error)
     either = [AnyOf((Term("metadata.page", 9), Not((Terms("id", ("p9", "p10")),))))]
     assert set((await client.search("report", filters=either)).ids) == {"p9", "p100"}
-    assert await client.count(filters=[AllOf((Term("metadata.page", 10.0), Exists("metadata.day")))]) == 1
-    assert set(await client.matching_ids([Not((Term("metadata.page", "9"),))])) == {"p10", "p100"}
+    assert await client.documents.count(filters=[AllOf((Term("metadata.page", 10.0), Exists("metadata.day")))]) == 1
+    assert set(await client.documents.matching_ids(filters=[Not((Term("metadata.page", "9"),))])) == {"p10", "p100"}
 
 
 async def test_an_index_made_before_typed_metadata_gets_it_for_keys_it_has_not_seen(
@@ -168,7 +163,7 @@ async def test_an_index_made_before_typed_metadata_gets_it_for_keys_it_has_not_s
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as again:
         await again.ensure_index()
         await again.index_documents([Document(id="d", text="a page", metadata={"page": "12"})], refresh=True)
-        assert await again.count(filters={"metadata.page": {"gt": 9}}) == 1
+        assert await again.documents.count(filters={"metadata.page": {"gt": 9}}) == 1
 
 
 async def test_tenant_filter_isolates_tenants(client: SearchClient) -> None:
@@ -188,23 +183,23 @@ async def test_reindexing_the_same_documents_creates_no_duplicates(client: Searc
     await _load(client)
     report = await client.index_documents(CORPUS, refresh=True)
     assert sorted(report.indexed) == sorted(d.id for d in CORPUS)
-    assert await client.count() == len(CORPUS)
+    assert await client.documents.count() == len(CORPUS)
     derived = [{"title": "No id", "text": "an id is derived from the content"}] * 2
     report = await client.index_documents(derived, refresh=True)
     assert report.duplicates == [Document.model_validate(derived[0]).id]
     assert len(report.indexed) == 1
     await client.index_documents(derived[:1], refresh=True)
-    assert await client.count() == len(CORPUS) + 1
+    assert await client.documents.count() == len(CORPUS) + 1
 
 
 async def test_indexed_documents_read_back_with_their_fields(client: SearchClient) -> None:
     await _load(client)
-    stored = await client.get_document("msft-2")
+    stored = await client.documents.get("msft-2")
     assert stored is not None
     assert stored["ticker"] == "MSFT"
     assert stored["metadata"] == {"region": "us"}
     assert "embedding" not in stored
-    assert await client.get_document("nope") is None
+    assert await client.documents.get("nope") is None
 
 
 @pytest.mark.smoke
@@ -228,12 +223,12 @@ async def test_ensure_index_is_idempotent_and_safe_concurrently(client: SearchCl
 
 async def test_new_index_version_swaps_the_alias_without_downtime(client: SearchClient) -> None:
     await _load(client)
-    new = await client.create_index_version()
+    new = await client.indices.create_version()
     assert new == f"{client.index}-000002"
     await client.index_documents(CORPUS[:2], index=new, refresh=True)
-    assert await client.count() == len(CORPUS)  # searches still see the old index
-    await client.promote_index(new, delete_old=True)
-    assert await client.count() == 2
+    assert await client.documents.count() == len(CORPUS)  # searches still see the old index
+    await client.indices.promote(new, delete_old=True)
+    assert await client.documents.count() == 2
     assert (await client.search("apple")).ids[0].startswith("aapl")
 
 
@@ -278,8 +273,8 @@ async def test_searching_a_missing_index_is_a_typed_error(settings: SearchSettin
 async def test_strict_indexing_rejects_an_invalid_document_before_anything_is_sent(client: SearchClient) -> None:
     await client.ensure_index()
     with pytest.raises(InvalidDocument, match="#1"):
-        await client.index_documents([{"id": "ok", "text": "fine"}, {"id": "bad", "text": "  "}], strict=True)
-    assert await client.count() == 0
+        await client.index_documents([{"id": "ok", "text": "fine"}, {"id": "bad", "text": "  "}], on_invalid="raise")
+    assert await client.documents.count() == 0
 
 
 async def test_an_invalid_document_costs_one_document_and_is_reported_with_its_position(
@@ -303,7 +298,7 @@ async def test_an_invalid_document_costs_one_document_and_is_reported_with_its_p
     assert "price" in failed["bad-field"].detail
     assert len(report.indexed) == 3
     assert len(report.indexed) + len(report.failed) == len(submitted)
-    assert await client.count() == 3
+    assert await client.documents.count() == 3
     res = await client.search("title", limit=3)
     assert res.ids[0] == "title-only"  # a title-only document is embedded and searched by its title
 
@@ -317,7 +312,7 @@ async def test_progress_is_reported_and_every_id_is_accounted_for(client: Search
     assert report.failed == []
     assert seen[-1].indexed == 250
     assert seen[-1].embedded == 250
-    assert await client.count() == 250
+    assert await client.documents.count() == 250
 
 
 async def test_search_tool_keeps_the_seed_call_shape(client: SearchClient) -> None:
@@ -360,9 +355,11 @@ class _Counting(HashingEmbedder):
         self.closed += 1
 
 
-async def test_a_client_closes_only_what_it_made_never_what_it_was_given(settings: SearchSettings) -> None:
-    """The caller's Elasticsearch client and embedder outlive the SearchClient they were lent to (and the
-    providers given to from_settings too); with owns_clients=True the client closes what it was given."""
+async def test_a_client_closes_what_it_was_lent_only_when_told_and_a_factory_owns_what_it_is_given(
+    settings: SearchSettings,
+) -> None:
+    """The caller's Elasticsearch client and embedder outlive the SearchClient they were lent to; with
+    owns_clients=True the client closes them; from_settings() owns what it makes and what it is given."""
     es = AsyncElasticsearch(settings.url, request_timeout=10)
     try:
         mine = _Counting(dimensions=64)
@@ -372,10 +369,10 @@ async def test_a_client_closes_only_what_it_made_never_what_it_was_given(setting
         assert mine.closed == 0
         async with SearchClient.from_settings(settings, embedder=mine) as made:
             await made.ensure_index()
-        assert mine.closed == 0
+        assert mine.closed == 1
         owner = SearchClient(es, mine, settings, owns_clients=True)
         await owner.aclose()
-        assert mine.closed == 1
+        assert mine.closed == 2
     finally:
         await es.close()
 
@@ -398,7 +395,7 @@ async def test_a_generator_is_read_in_bounded_groups_as_the_writes_go(settings: 
         )
         assert report.ok
         assert len(report.indexed) == 2000
-        assert await c.count() == 2000
+        assert await c.documents.count() == 2000
     assert furthest[0] <= 16 * 8  # read at most a few batches ahead of the writes
 
 
@@ -419,6 +416,6 @@ async def test_an_input_that_raises_part_way_ends_the_ingest_with_a_report_for_e
     assert isinstance(info.value.__cause__, OSError)
     assert set(report.indexed) == {f"r{i}" for i in range(150)}
     assert [f.id for f in report.failed] == ["bad"]
-    assert await client.count() == 150
+    assert await client.documents.count() == 150
     again = await client.index_documents(Document(id=f"r{i}", text=f"again {i}") for i in range(150))
     assert again.ok  # re-sending is safe

@@ -51,7 +51,7 @@ async def loaded(cluster: LocalCluster) -> AsyncIterator[SearchClient]:
         assert (await c.index_documents(docs, refresh=True)).ok
         cluster.wait_green()
         yield c
-        await c.delete_index()
+        await c.indices.delete()
 
 
 @dataclass
@@ -65,6 +65,7 @@ class Load:
     submitted: list[str] = field(default_factory=list)
     acknowledged: list[str] = field(default_factory=list)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def searches(self) -> None:
         n = 0
@@ -80,6 +81,14 @@ class Load:
             except SearchError as exc:
                 self.failures.setdefault(phase, []).append(type(exc).__name__)
             self.latencies.setdefault(phase, []).append((time.perf_counter() - t0) * 1000)
+            async with self.progress:
+                self.progress.notify_all()
+
+    async def searched(self, n: int) -> None:
+        """Until the current phase has had ``n`` searches (and a write or two meanwhile)."""
+        phase = self.phase
+        async with self.progress:
+            await self.progress.wait_for(lambda: len(self.latencies.get(phase, [])) >= n)
 
     async def ingest(self) -> None:
         batch = 0
@@ -102,23 +111,27 @@ class Load:
         return "; ".join(parts)
 
 
+#: Searches in each phase before it changes: enough to see the cluster's state, not a fixed time.
+PHASE_SEARCHES = 40
+
+
 async def _under_load(client: SearchClient, disrupt: Callable[[Load], Awaitable[None]]) -> Load:
     load = Load(client)
     tasks = [asyncio.create_task(load.searches()), asyncio.create_task(load.ingest())]
-    await asyncio.sleep(3)
+    await load.searched(PHASE_SEARCHES)
     await disrupt(load)
     load.phase = "after"
-    await asyncio.sleep(3)
+    await load.searched(PHASE_SEARCHES)
     load.stop.set()
     await asyncio.gather(*tasks)
     return load
 
 
 async def _found(client: SearchClient, ids: list[str]) -> int:
-    await client.refresh()
+    await client.indices.refresh()
     total = 0
     for start in range(0, len(ids), 500):
-        total += await client.count(filters={"id": ids[start : start + 500]})
+        total += await client.documents.count(filters={"id": ids[start : start + 500]})
     return total
 
 
@@ -130,7 +143,7 @@ async def test_a_node_killed_and_restarted_under_load_loses_no_acknowledged_docu
     async def kill_and_restart(load: Load) -> None:
         load.phase = "during"
         victim.kill()
-        await asyncio.sleep(5)
+        await load.searched(PHASE_SEARCHES)  # searches go on against the two nodes left
         await asyncio.to_thread(victim.start)
         await asyncio.to_thread(cluster.wait_green)
 
@@ -144,7 +157,7 @@ async def test_a_node_killed_and_restarted_under_load_loses_no_acknowledged_docu
     assert not load.failures.get("before")
     assert not load.failures.get("after")
     assert len(load.failures.get("during", [])) <= len(load.latencies["during"]) // 10
-    assert loaded.resilience["elasticsearch"].state == "closed"
+    assert loaded.breakers["elasticsearch"].state == "closed"
 
 
 async def test_a_rolling_restart_under_load_loses_nothing(cluster: LocalCluster, loaded: SearchClient) -> None:
@@ -163,7 +176,7 @@ async def test_a_rolling_restart_under_load_loses_nothing(cluster: LocalCluster,
     )
     assert found == len(load.acknowledged)
     assert not load.failures.get("after")
-    assert loaded.resilience["elasticsearch"].state == "closed"
+    assert loaded.breakers["elasticsearch"].state == "closed"
 
 
 async def test_a_client_reaching_only_one_of_three_hosts_still_works(cluster: LocalCluster) -> None:
@@ -181,8 +194,8 @@ async def test_a_client_reaching_only_one_of_three_hosts_still_works(cluster: Lo
             assert (await c.index_documents([Document(id="x", text="only one host")], refresh=True)).ok
             for _ in range(20):
                 assert (await c.search("host")).ids == ["x"]
-            assert c.resilience["elasticsearch"].state == "closed"
-            await c.delete_index()
+            assert c.breakers["elasticsearch"].state == "closed"
+            await c.indices.delete()
         # Sniffing from the one reachable host discovers the others (their real addresses).
         sniffing = _settings([proxies[2].url], index, sniff_on_start=True)
         async with SearchClient.from_settings(sniffing, embedder=HashingEmbedder()) as c:
@@ -223,7 +236,7 @@ async def test_one_hung_node_of_three_costs_a_failover_not_the_leg_and_rejoins_w
             hung_requests = proxies[0].requests
             assert hung_requests >= 1  # the hung node was tried
             assert all(both for both, _ in outcomes)  # and every search kept both legs
-            assert c.resilience["elasticsearch"].state == "closed"
+            assert c.breakers["elasticsearch"].state == "closed"
             slowest = max(seconds for _, seconds in outcomes)
             await proxies[0].set_mode("pass")
             before = proxies[0].requests

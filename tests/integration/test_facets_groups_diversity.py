@@ -151,7 +151,7 @@ async def _walk_groups(client: SearchClient, page_size: int) -> list[tuple[str |
     cursor: str | None = None
     while True:
         page = await client.search_page(
-            "revenue outlook", group_by="ticker", per_group=2, depth=4, page_size=page_size, cursor=cursor
+            "revenue outlook", group_by="ticker", per_group=2, window=4, limit=page_size, cursor=cursor
         )
         assert page.groups is not None
         assert len(page.groups) <= page_size

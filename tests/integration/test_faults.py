@@ -26,12 +26,12 @@ from storage import (
     DependencyUnavailable,
     Document,
     IncompatibleServer,
-    ResiliencePolicy,
     SearchClient,
     SearchFailed,
     SearchSettings,
 )
 from storage.local_es import LocalElasticsearch
+from storage.types import ResiliencePolicy
 
 from .._faultproxy import FaultProxy
 from .._scripted import ScriptedServer, embeddings_body
@@ -72,8 +72,7 @@ def _client(
         embedder or HashingEmbedder(dimensions=64),  # type: ignore[arg-type]
         s,
         owns_clients=True,
-        es_policy=policy,
-        embeddings_policy=policy,
+        policies={"elasticsearch": policy, "embeddings": policy},
     )
 
 
@@ -98,14 +97,14 @@ async def test_cluster_down_opens_the_breaker_fails_fast_and_recovers_with_one_p
         await proxy.set_mode("reset")
         started = time.perf_counter()
         calls = 0
-        while c.resilience["elasticsearch"].state != "open" and calls < 5:
+        while c.breakers["elasticsearch"].state != "open" and calls < 5:
             calls += 1
             with pytest.raises(SearchFailed) as info:
                 await c.search("revenue", mode="bm25")
             assert isinstance(info.value.leg_errors["bm25"], DependencyUnavailable)
         sent_while_down = proxy.requests
         assert sent_while_down <= calls * FAST.attempts
-        assert c.resilience["elasticsearch"].state == "open"
+        assert c.breakers["elasticsearch"].state == "open"
         with pytest.raises(SearchFailed) as info:
             await c.search("revenue", mode="bm25")
         assert isinstance(info.value.leg_errors["bm25"], CircuitOpen)
@@ -121,7 +120,7 @@ async def test_cluster_down_opens_the_breaker_fails_fast_and_recovers_with_one_p
         ok = [r for r in results if not isinstance(r, BaseException)]
         assert len(ok) == 1
         assert proxy.requests - before == 2  # exactly one probe (the leg), then that search's fetch
-        assert c.resilience["elasticsearch"].state == "closed"
+        assert c.breakers["elasticsearch"].state == "closed"
         assert (await c.search("revenue", mode="bm25")).hits
     print(f"\ncluster down: {sent_while_down} requests for {calls} calls, open after {down_s:.2f} s; recovery: 1 probe")
 
@@ -172,7 +171,7 @@ async def test_connection_reset_mid_response_on_a_write_still_leaves_one_documen
         report = await c.index_documents(new, refresh=True, index=loaded.index)  # (ensured by the direct client)
     assert sorted(report.indexed) == sorted(d.id for d in new)
     assert report.failed == []
-    assert await loaded.count() == len(DOCS) + len(new)  # the cut write was applied once, the retry overwrote
+    assert await loaded.documents.count() == len(DOCS) + len(new)  # the cut write was applied once, the retry overwrote
     print(f"\nreset mid-response on bulk: {len(report.indexed)} acknowledged, count {len(DOCS) + len(new)}")
 
 
@@ -182,7 +181,7 @@ async def test_non_retryable_error_is_one_request_and_leaves_the_breaker_closed(
     refused = {"error": {"type": "illegal_argument_exception", "reason": "injected"}, "status": 400}
     async with _client(proxy.url, loaded.index) as c:
         before = proxy.requests
-        assert await c.get_document("missing-id") is None  # 404 handled
+        assert await c.documents.get("missing-id") is None  # 404 handled
         await proxy.set_mode(
             "inject",
             inject_times=1,
@@ -191,11 +190,11 @@ async def test_non_retryable_error_is_one_request_and_leaves_the_breaker_closed(
             inject_body=json.dumps(refused).encode(),
         )
         with pytest.raises(DependencyError) as info:  # a 400 the transport received: never retried
-            await c.count()
+            await c.documents.count()
         assert info.value.status == 400
         assert proxy.requests - before == 2
-        assert c.resilience["elasticsearch"].state == "closed"
-        assert c.resilience["elasticsearch"].breaker.fail_counter == 0
+        assert c.breakers["elasticsearch"].state == "closed"
+        assert c.breakers["elasticsearch"].failures == 0
 
 
 async def test_embedder_down_degrades_hybrid_to_bm25_and_ingest_indexes_nothing_without_vectors(
@@ -216,7 +215,7 @@ async def test_embedder_down_degrades_hybrid_to_bm25_and_ingest_indexes_nothing_
     assert report.indexed == []
     assert {f.reason for f in report.failed} == {"embedding_failed"}
     assert len(report.failed) == 5
-    assert await loaded.count(filters={"id": [d.id for d in docs]}) == 0
+    assert await loaded.documents.count(filters={"id": [d.id for d in docs]}) == 0
 
 
 async def test_embedder_429_with_retry_after_degrades_with_the_reason(
@@ -289,7 +288,7 @@ async def test_sustained_429_adds_at_most_a_fifth_more_requests(loaded: SearchCl
                 await c.search("revenue", mode="bm25")
         assert isinstance(info.value.leg_errors["bm25"], CircuitOpen | DependencyError)
         with_breaker = proxy.requests
-        assert c.resilience["elasticsearch"].state == "open"
+        assert c.breakers["elasticsearch"].state == "open"
     assert with_breaker <= 1.2 * calls
 
     proxy.requests = 0  # the retry budget alone: a breaker that never opens
@@ -319,7 +318,7 @@ async def test_503_burst_then_recovery_returns_the_same_result_as_healthy(
         started = time.perf_counter()
         res = await c.search("revenue guidance number 7")
         elapsed = time.perf_counter() - started
-        assert c.resilience["elasticsearch"].state == "closed"
+        assert c.breakers["elasticsearch"].state == "closed"
     assert not res.degraded
     assert [(h.id, h.score) for h in res.hits] == [(h.id, h.score) for h in healthy.hits]
     assert proxy.requests - before == 5  # two legs + one retry for each injected 503 + the page's fetch
@@ -394,8 +393,8 @@ async def test_bulk_partial_failure_retries_rejected_items_and_reports_mapping_e
     assert sorted(f.id for f in report.failed) == sorted(d.id for d in bad)
     assert {f.reason for f in report.failed} == {"mapping_error"}
     assert len(report.indexed) + len(report.failed) == len(docs)
-    assert await loaded.count() == len(DOCS) + len(good)
-    assert await loaded.count(filters={"id": [d.id for d in good]}) == len(good)
+    assert await loaded.documents.count() == len(DOCS) + len(good)
+    assert await loaded.documents.count(filters={"id": [d.id for d in good]}) == len(good)
     print(
         f"\nbulk partial failure: {len(docs)} submitted, {len(report.indexed)} acknowledged after the 429 retry, "
         f"{len(report.failed)} mapping errors ({report.failed[0].detail[:60]}...)"
@@ -448,7 +447,7 @@ async def test_embedder_answering_garbage_degrades_hybrid_and_indexes_nothing(
     assert res.hits
     assert report.indexed == []
     assert {f.reason for f in report.failed} == {"embedding_failed"}
-    assert await loaded.count(filters={"id": [d.id for d in docs]}) == 0
+    assert await loaded.documents.count(filters={"id": [d.id for d in docs]}) == 0
 
 
 async def test_closing_the_client_during_backoff_ends_the_call_promptly_and_leaks_no_session(
@@ -474,7 +473,7 @@ async def test_closing_the_client_during_backoff_ends_the_call_promptly_and_leak
     elapsed = time.perf_counter() - started
     assert elapsed < 0.5
     assert proxy.requests == 2  # the lookup and the search's one attempt
-    breaker = c.resilience["elasticsearch"].breaker
+    breaker = c.breakers["elasticsearch"].breaker
     assert breaker.fail_counter == 1  # the 503 counted; the close did not
     del c, task
     with warnings.catch_warnings(record=True) as caught:

@@ -21,7 +21,6 @@ from storage import (
     ConfigurationError,
     Document,
     InvalidQuery,
-    ResiliencePolicy,
     SearchClient,
     SearchFailed,
     SearchSettings,
@@ -32,6 +31,7 @@ from storage.integrations import close_client
 from storage.integrations import haystack as hs
 from storage.integrations import langchain as lc
 from storage.integrations import llama_index as li
+from storage.types import ResiliencePolicy
 
 CORPUS = [
     Document(
@@ -198,8 +198,8 @@ def test_one_client_shared_by_retrievers_of_every_framework_works_from_sync_asyn
         futures = [pool.submit(f.sync, r, QUERY) for f, r in zip(FRAMEWORKS * 2, retrievers[:3] * 2, strict=True)]
         results = [[f.doc_id(d) for d in fut.result()] for f, fut in zip(FRAMEWORKS * 2, futures, strict=True)]
     assert all(r == expected for r in results)
-    assert shared.resilience["elasticsearch"].state == "closed"  # a caller's loop mix-up never opens a breaker
-    assert shared.resilience["elasticsearch"].rejected_open == 0
+    assert shared.breakers["elasticsearch"].state == "closed"  # a caller's loop mix-up never opens a breaker
+    assert shared.breakers["elasticsearch"].rejected_open == 0
     close_client(shared)  # closed on its own loop, which then stops
     assert shared.closed
 
@@ -225,7 +225,7 @@ async def test_a_dead_embedder_gives_bm25_documents_flagged_degraded_and_strict_
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1000)
     async with SearchClient(
-        loaded.elasticsearch, dead, settings, owns_clients=False, embeddings_policy=policy
+        loaded.elasticsearch, dead, settings, owns_clients=False, policies={"embeddings": policy}
     ) as degraded:
         docs = await framework.asynchronous(framework.build(client=degraded, limit=3), QUERY)
         assert docs

@@ -21,14 +21,7 @@ from typing import Any
 import pytest
 
 from embeddings import HashingEmbedder, HttpReranker, OpenAIChat, OpenAIEmbedder
-from storage import (
-    CircuitOpen,
-    DependencyUnavailable,
-    Document,
-    SearchClient,
-    SearchFailed,
-    SearchSettings,
-)
+from storage import CircuitOpen, DependencyUnavailable, Document, SearchClient, SearchFailed, SearchSettings
 
 from .._faultproxy import FaultProxy
 from .._rerank_server import RerankServer
@@ -85,7 +78,7 @@ async def _recovers_with_one_probe(proxy: FaultProxy, client: SearchClient, depe
     await proxy.set_mode("pass")
     await asyncio.sleep(RESET_S + 0.05)
     await call()
-    assert client.resilience[dependency].state == "closed"
+    assert client.breakers[dependency].state == "closed"
 
 
 @pytest.mark.parametrize("hang", sorted(HANGS))
@@ -97,7 +90,7 @@ async def test_a_hung_elasticsearch_opens_the_breaker_then_searches_fail_fast_an
     ) as c:
         await proxy.set_mode(HANGS[hang][0], **HANGS[hang][1])
         searches = 0
-        while c.resilience["elasticsearch"].state != "open":
+        while c.breakers["elasticsearch"].state != "open":
             searches += 1
             assert searches <= FAIL_MAX, "the breaker never saw the hang"
             with pytest.raises(SearchFailed) as info:
@@ -131,7 +124,7 @@ async def test_a_hung_embedder_degrades_hybrid_to_bm25_and_once_its_breaker_open
         async with SearchClient.from_settings(_settings(es_url, loaded.index), embedder=embedder) as c:
             await proxy.set_mode(HANGS[hang][0], **HANGS[hang][1])
             searches = 0
-            while c.resilience["embeddings"].state != "open":
+            while c.breakers["embeddings"].state != "open":
                 searches += 1
                 assert searches <= FAIL_MAX, "the breaker never saw the hang"
                 res = await c.search(f"revenue guidance {uuid.uuid4().hex}")  # (never a cached query vector)
@@ -167,7 +160,7 @@ async def test_a_hung_reranker_returns_the_fused_order_and_once_its_breaker_open
             fused = [h.id for h in (await c.search("revenue guidance")).hits]
             await proxy.set_mode(HANGS[hang][0], **HANGS[hang][1])
             searches = 0
-            while c.resilience["reranker"].state != "open":
+            while c.breakers["reranker"].state != "open":
                 searches += 1
                 assert searches <= FAIL_MAX, "the breaker never saw the hang"
                 res = await c.search("revenue guidance", rerank=True)
@@ -198,7 +191,7 @@ async def test_a_hung_chat_model_gives_the_entries_without_an_answer_and_once_it
         ) as c:
             await proxy.set_mode(HANGS[hang][0], **HANGS[hang][1])
             answers = 0
-            while c.resilience["llm"].state != "open":
+            while c.breakers["llm"].state != "open":
                 answers += 1
                 assert answers <= FAIL_MAX, "the breaker never saw the hang"
                 answer = await c.answer("what is the revenue guidance?")

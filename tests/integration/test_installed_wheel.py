@@ -131,7 +131,7 @@ def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(installe
         assert "aapl-1" in example.stdout
         served = json.loads(urllib.request.urlopen(url.group(1), timeout=10).read())
         assert served["version"]["number"] == COMPOSE_SERVER  # the pairing the Docker path gives
-        objects = "from storage._kibana import saved_objects; print(len(saved_objects().splitlines()))"
+        objects = "from storage._observability.kibana import saved_objects; print(len(saved_objects().splitlines()))"
         assert int(_run(home, python, "-c", objects).stdout) == 12  # two data views, nine panels, the dashboard
     finally:
         stop = _run(home, python, "-m", "storage.local_es", "stop", "--name", "readme", timeout=120)

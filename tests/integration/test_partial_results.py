@@ -10,14 +10,8 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
-from storage import (
-    Document,
-    PartialResults,
-    SearchClient,
-    SearchFailed,
-    SearchSettings,
-)
-from storage._mapping import index_body
+from storage import Document, PartialResults, SearchClient, SearchFailed, SearchSettings
+from storage._dsl.mapping import index_body
 from storage.agent import SearchTool, error_message
 from storage.local_es import LocalElasticsearch
 
@@ -88,9 +82,9 @@ async def test_when_partial_results_are_not_allowed_elasticsearch_refuses_and_th
             await c.search("revenue guidance", round_trip="msearch")
         assert {e.reason for e in info.value.leg_errors.values()} == {"shards_unavailable"}
         # A refusal about the data: not retried, and the breaker stays closed for searches that can answer.
-        assert c.resilience["elasticsearch"].retries == 0
-        assert c.resilience["elasticsearch"].state == "closed"
-        assert c.resilience["elasticsearch"].breaker.fail_counter == 0
+        assert c.breakers["elasticsearch"].retries == 0
+        assert c.breakers["elasticsearch"].state == "closed"
+        assert c.breakers["elasticsearch"].failures == 0
 
 
 async def test_every_leg_carries_a_server_side_timeout_and_a_shard_that_times_out_is_reported() -> None:

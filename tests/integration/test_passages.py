@@ -12,7 +12,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder, Vector
 from storage import Document, PassagesMismatch, SearchClient, SearchSettings
-from storage._mapping import index_body
+from storage._dsl.mapping import index_body
 from storage.agent import assemble_context
 from storage.passages import PassageSetting
 
@@ -73,7 +73,7 @@ async def test_the_knn_leg_finds_a_long_document_by_the_passage_that_matches_and
         blind = await heads.search("Zorblax quantum widget revenue", mode="knn", limit=3)
         assert blind.ids[0] == "short"
         assert "long" not in blind.ids[:1]
-        await heads.delete_index()
+        await heads.indices.delete()
     # Only a document over the window stores passages (the head first): a short one is stored as without them.
     stored = (await es.get(index=passages.index, id="long")).body["_source"]
     assert stored["passages"][0]["start"] == 0
@@ -81,7 +81,7 @@ async def test_the_knn_leg_finds_a_long_document_by_the_passage_that_matches_and
     assert all(set(p) == {"start", "end"} for p in stored["passages"])  # vectors and texts indexed, not stored
     short = (await es.get(index=passages.index, id="short")).body["_source"]
     assert "passages" not in short
-    assert (await passages.get_document("long") or {}).get("passages") == stored["passages"]
+    assert (await passages.documents.get("long") or {}).get("passages") == stored["passages"]
 
 
 QUERY = "Zorblax quantum widget revenue"
@@ -105,11 +105,11 @@ async def test_bm25_ranks_a_long_document_whose_words_meet_in_one_passage_above_
         await heads.ensure_index()
         both = [d for d in DOCS if d.id == "long"] + [Document(id="scattered", title="Annual report", text=SCATTERED)]
         await heads.index_documents(both, refresh=True)
-        flat = {h.id: h.score for h in (await heads.retrieve(QUERY, mode="bm25", window=5, limit=5))["bm25"]}
+        flat = {h.id: h.score for h in (await heads.leg_rankings(QUERY, mode="bm25", window=5))["bm25"]}
         assert flat["long"] == pytest.approx(flat["scattered"])
-        await heads.delete_index()
+        await heads.indices.delete()
     # The walk's BM25 order is the same query's (its tail pages on with the leg's sort values).
-    page = await passages.search_page(QUERY, mode="bm25", page_size=2)
+    page = await passages.search_page(QUERY, mode="bm25", limit=2)
     assert page.ids == ["long", "scattered"]
 
 
@@ -147,7 +147,7 @@ async def test_an_index_read_in_passages_the_old_way_keeps_working_until_reembed
         assert res.hits[0].passages
         old = (await es.search(index=client.index, query={"match_all": {}}, size=10)).body["hits"]["hits"]
         assert all(h["_source"].get("passages") for h in old)  # a short document too: its head, nested
-        moved = await client.reembed(delete_old=True)  # the same model and setting: rebuilt in today's layout
+        moved = await client.indices.reembed(delete_old=True)  # the same model and setting: rebuilt in today's layout
         assert moved.promoted
         assert moved.embedded == len(DOCS)
         mapping = (await es.indices.get_mapping(index=client.index)).body
@@ -160,7 +160,7 @@ async def test_an_index_read_in_passages_the_old_way_keeps_working_until_reembed
         again_res = await client.search(QUERY, limit=3)
         assert again_res.ids[0] == "long"
         assert again_res.hits[0].passages
-        again = await client.reembed()
+        again = await client.indices.reembed()
         assert again.target is None  # now nothing to do
 
 
@@ -199,7 +199,7 @@ async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(
     assert found.leg == "bm25"
     assert "Zorblax" in found.text
     walked: list[str] = []
-    async with contextlib.aclosing(passages.walk("Zorblax rain", page_size=3, depth=4)) as pages:
+    async with contextlib.aclosing(passages.walk("Zorblax rain", limit=3, window=4)) as pages:
         async for page in pages:
             walked += page.ids
             for hit in page.hits:
@@ -207,7 +207,7 @@ async def test_a_document_stays_one_hit_with_its_filters_tenant_paging_and_walk(
                     assert hit.passages
     assert "long" in walked
     assert len(walked) == len(set(walked))  # every document once
-    legs = await passages.retrieve("Zorblax quantum widget revenue", mode="knn")
+    legs = await passages.leg_rankings("Zorblax quantum widget revenue", mode="knn")
     assert legs["knn"][0].id == "long"
 
 
@@ -254,7 +254,7 @@ async def test_a_document_one_of_whose_passages_fails_is_reported_and_not_writte
         assert [(f.id, f.reason) for f in report.failed] == [("poisoned", "embedding_failed")]
         assert sorted(report.indexed) == ["short", "weather-0"]
         assert len(report.indexed) + len(report.failed) == 3
-        assert await client.get_document("poisoned") is None  # never written with some passages missing
+        assert await client.documents.get("poisoned") is None  # never written with some passages missing
 
 
 async def test_an_index_without_passages_keeps_working_and_reembed_moves_it(settings: SearchSettings) -> None:
@@ -270,7 +270,7 @@ async def test_an_index_without_passages_keeps_working_and_reembed_moves_it(sett
     async with SearchClient.from_settings(explicit, embedder=_embedder()) as mover:
         with pytest.raises(PassagesMismatch, match="reembed"):
             await mover.ensure_index()
-        report = await mover.reembed(delete_old=True)
+        report = await mover.indices.reembed(delete_old=True)
         assert report.promoted
         assert report.embedded == len(DOCS)
         await mover.ensure_index()  # now it fits

@@ -14,7 +14,8 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import Embedder, HashingEmbedder, InvalidEmbedding, LocalEmbedder, Vector
-from storage import Document, IndexProgress, ModelMismatch, SearchClient, SearchSettings
+from storage import Document, ModelMismatch, SearchClient, SearchSettings
+from storage.types import IndexProgress
 
 pytestmark = pytest.mark.slow
 
@@ -101,16 +102,21 @@ async def test_a_model_change_moves_the_alias_while_searches_every_100_ms_all_su
     with pytest.raises(ModelMismatch, match="hybrid-search reembed"):
         await new.ensure_index()  # the error says how to move
     seen: list[IndexProgress] = []
-    reembed = asyncio.create_task(new.reembed(progress=seen.append))
-    searches = failures = 0
+    reembed = asyncio.create_task(new.indices.reembed(progress=seen.append))
+    searches = 0
+    reasons: list[str | None] = []
     while not reembed.done():
         res = await old_index.search("cloud growth", limit=5)
         searches += 1
-        failures += res.degraded
+        reasons.append(res.degraded_reason)
         await asyncio.sleep(0.1)
     report = await reembed
     assert searches >= 3
-    assert failures == 0  # until the move, the old clients search the old version, both legs
+    # Until the move, the old clients search the old version, both legs; after it (the run lifts its write
+    # block last), a client of the old model gets BM25 only, said so.
+    moved = reasons.index("model_mismatch") if "model_mismatch" in reasons else len(reasons)
+    assert reasons[:moved] == [None] * moved
+    assert set(reasons[moved:]) <= {"model_mismatch"}
     assert report.promoted
     assert (report.source, report.target) == (f"{settings.index}-000001", f"{settings.index}-000002")
     assert (report.previous_model, report.model) == (models[OLD].model_id, models[NEW].model_id)
@@ -134,13 +140,13 @@ async def test_an_interrupted_run_leaves_the_alias_and_the_next_run_resumes(
     settings = settings.model_copy(update={"embed_batch_size": 16})
     interrupted = _new_client(settings, Flaky(models[NEW], fail_after=48))
     with pytest.raises(RuntimeError, match="interrupted"):
-        await interrupted.reembed()
+        await interrupted.indices.reembed()
     alias = (await es.indices.get_alias(name=settings.index)).body
     assert list(alias) == [f"{settings.index}-000001"]  # untouched
     health = await old_index.health()
     assert health["index"]["building"] == [f"{settings.index}-000002"]  # the partial version is identifiable
     resumed = _new_client(settings, models[NEW])
-    report = await resumed.reembed(delete_old=True)
+    report = await resumed.indices.reembed(delete_old=True)
     assert report.promoted
     assert report.target == f"{settings.index}-000002"
     assert 0 < report.resumed < len(DOCS)
@@ -156,14 +162,14 @@ async def test_documents_that_fail_to_embed_are_reported_and_keep_the_alias_unti
     settings: SearchSettings, old_index: SearchClient, models: dict[str, LocalEmbedder], es: AsyncElasticsearch
 ) -> None:
     poisoned = _new_client(settings, Flaky(models[NEW], poison="Report 7:"))
-    report = await poisoned.reembed()
+    report = await poisoned.indices.reembed()
     assert not report.promoted
     assert [f.id for f in report.failed] == ["d007"]
     assert report.failed[0].reason == "embedding_failed"
     assert "d007" in (report.reason or "") or "1 documents failed" in (report.reason or "")
     assert list((await es.indices.get_alias(name=settings.index)).body) == [f"{settings.index}-000001"]
     retry = _new_client(settings, models[NEW])
-    again = await retry.reembed()
+    again = await retry.indices.reembed()
     assert again.promoted
     assert (again.resumed, again.embedded) == (len(DOCS) - 1, 1)  # only the failed one was embedded again
     await poisoned.aclose()
@@ -176,12 +182,12 @@ async def test_restart_starts_clean_and_writes_made_during_the_run_are_carried_o
     settings = settings.model_copy(update={"embed_batch_size": 16})
     first = _new_client(settings, Flaky(models[NEW], fail_after=32))
     with pytest.raises(RuntimeError):
-        await first.reembed()
+        await first.indices.reembed()
     await first.aclose()
     slow = Flaky(models[NEW])
     slow.delay_s = 0.3
     client = _new_client(settings, slow)
-    run = asyncio.create_task(client.reembed(restart=True))
+    run = asyncio.create_task(client.indices.reembed(restart=True))
     await asyncio.sleep(0.5)  # the run has read its view of the source; now the alias changes under it
     added = Document(id="late-1", title="Late note", text="A document written while the index was re-embedded.")
     assert (await old_index.index_documents([added], refresh=True)).ok
@@ -281,7 +287,7 @@ async def test_a_reembed_while_a_writer_adds_updates_and_deletes_moves_the_alias
                         else:
                             updated[doc.id] = doc.text
                 if n % 11 == 0:
-                    deleted.extend(await writer.delete_documents([f"b{(n * 13) % 600:04d}"]))
+                    deleted.extend(await writer.documents.delete([f"b{(n * 13) % 600:04d}"]))
                 await asyncio.sleep(0.01)
 
         task = asyncio.create_task(write())
@@ -290,7 +296,7 @@ async def test_a_reembed_while_a_writer_adds_updates_and_deletes_moves_the_alias
         )
         mover = SearchClient.from_settings(moving, embedder=_Slowed(other=change == "model"))
         async with mover:
-            report = await mover.reembed(delete_old=delete_old)
+            report = await mover.indices.reembed(delete_old=delete_old)
         written_before = len(added)
         await asyncio.sleep(0.3)  # writes after the move, through the alias
         stop.set()

@@ -11,18 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from embeddings import HashingEmbedder, HttpReranker
-from storage import (
-    ConfigurationError,
-    DependencyUnavailable,
-    Document,
-    InvalidQuery,
-    SearchClient,
-    SearchRequest,
-    SearchSettings,
-)
-from storage._engine.rerank import rerank_text
-from storage._logging import query_hash
+from storage import ConfigurationError, DependencyUnavailable, Document, InvalidQuery, SearchClient, SearchSettings
+from storage._observability.log import query_hash
+from storage._search.rerank import rerank_text
 from storage.agent import SearchTool
+from storage.types import SearchRequest
 
 from .._rerank_server import RerankServer, bm25_scores
 from .._scripted import _free_port
@@ -114,7 +107,7 @@ async def test_a_reranker_that_is_down_returns_the_fused_order_degraded_with_one
         with pytest.raises(DependencyUnavailable) as info:
             await c.search(QUERY, rerank=True, strict=True)
         assert info.value.dependency == "reranker"
-        assert c.resilience["elasticsearch"].state == "closed"
+        assert c.breakers["elasticsearch"].state == "closed"
     await dead.aclose()
 
 
@@ -155,8 +148,8 @@ async def test_a_dead_reranker_opens_its_own_breaker_and_never_elasticsearchs(
         loaded.elasticsearch, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
     ) as c:
         reasons = [(await c.search(QUERY, rerank=True)).degraded_reason for _ in range(4)]
-        assert c.resilience["reranker"].state == "open"
-        assert c.resilience["elasticsearch"].state == "closed"
+        assert c.breakers["reranker"].state == "open"
+        assert c.breakers["elasticsearch"].state == "closed"
         assert reasons[-1] == "rerank_circuit_open"
         assert (await c.search(QUERY)).hits
     await dead.aclose()

@@ -86,10 +86,10 @@ async def test_search_ingest_and_paging_work_with_credentials_limited_to_the_pro
     assert res.hits
     assert not res.degraded
     walked = []
-    async for page in app.walk("revenue", page_size=10, depth=10):
+    async for page in app.walk("revenue", limit=10, window=10):
         walked += page.ids
     assert sorted(walked) == sorted(d.id for d in DOCS)
-    assert await app.count() == len(DOCS)
+    assert await app.documents.count() == len(DOCS)
     health = await app.health()
     assert health["license"] in ("basic", "unknown")
 
@@ -113,8 +113,8 @@ async def test_wrong_credentials_are_a_typed_error_without_the_secret(
             with pytest.raises(AuthenticationFailed) as info:
                 await c.search("revenue")
             errors.append(info.value)
-            assert c.resilience["elasticsearch"].attempts == 2  # one per leg: a 401 is never retried
-            assert c.resilience["elasticsearch"].state == "closed"
+            assert c.breakers["elasticsearch"].attempts == 2  # one per leg: a 401 is never retried
+            assert c.breakers["elasticsearch"].state == "closed"
             assert wrong_password not in repr(c.settings)
     text = " ".join(f"{e!s} {e!r} {e.__cause__!s}" for e in errors) + caplog.text
     for secret in (wrong_password, wrong_key, APP_PASSWORD, secured.admin_password):
@@ -137,7 +137,7 @@ async def test_an_untrusted_certificate_is_refused_and_a_pinned_one_accepted(sec
         with pytest.raises(TLSFailed) as info:
             await c.search("revenue", mode="bm25")
     assert "ES_CA_CERTS" in str(info.value)
-    assert c.resilience["elasticsearch"].attempts == 1  # not retried: it would fail the same way
+    assert c.breakers["elasticsearch"].attempts == 1  # not retried: it would fail the same way
     pem = (secured.ca_cert.parent.parent / "node" / "node.crt").read_text()
     fingerprint = hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest()
     async with _client(secured, ca_certs=None, ssl_assert_fingerprint=fingerprint) as c:
@@ -207,9 +207,9 @@ async def test_expired_and_invalidated_api_keys_are_authentication_failed_withou
             with pytest.raises(AuthenticationFailed) as info:
                 await c.search("revenue")
             errors.append(info.value)
-            assert c.resilience["elasticsearch"].attempts == 2  # one per leg: a 401 is never retried
-            assert c.resilience["elasticsearch"].state == "closed"
-            assert c.resilience["elasticsearch"].breaker.fail_counter == 0  # the breaker never counts a 401
+            assert c.breakers["elasticsearch"].attempts == 2  # one per leg: a 401 is never retried
+            assert c.breakers["elasticsearch"].state == "closed"
+            assert c.breakers["elasticsearch"].failures == 0  # the breaker never counts a 401
     text = " ".join(f"{e!s} {e!r} {e.__cause__!s}" for e in errors) + caplog.text
     for secret in (expiring, revoked):
         assert secret not in text
@@ -222,4 +222,4 @@ async def test_an_api_key_without_the_index_privilege_is_access_denied(secured: 
         with pytest.raises(AccessDenied) as info:
             await c.search("revenue", mode="bm25")
     assert encoded not in str(info.value)
-    assert c.resilience["elasticsearch"].state == "closed"
+    assert c.breakers["elasticsearch"].state == "closed"

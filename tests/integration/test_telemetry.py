@@ -14,9 +14,10 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
-from storage import Document, ResiliencePolicy, SearchClient, SearchSettings
-from storage._kibana import saved_objects
-from storage._telemetry import TELEMETRY_FIELDS, TelemetrySink
+from storage import Document, SearchClient, SearchSettings
+from storage._observability.kibana import saved_objects
+from storage._observability.telemetry import TELEMETRY_FIELDS, TelemetrySink
+from storage.types import ResiliencePolicy
 
 from .._faultproxy import FaultProxy
 
@@ -83,7 +84,7 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
     await client.search("revenue", facets=["ticker"], group_by="ticker")
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1, reset_timeout_s=60)
-    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False, embeddings_policy=policy) as c:
+    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False, policies={"embeddings": policy}) as c:
         await c.enable_telemetry(data_stream=telemetry_stream)  # its own sink: flushed when it closes
         await c.search("revenue")  # degraded: the embedder is down; its breaker opens
     await dead.aclose()
@@ -164,7 +165,7 @@ async def test_a_failing_or_slow_sink_never_slows_or_fails_searches(client: Sear
     finally:
         await sink_es.close()
         await proxy.stop()
-    assert client.resilience["elasticsearch"].state == "closed"
+    assert client.breakers["elasticsearch"].state == "closed"
     assert sink.resilience.state == "open"
     assert sink.shipped == 0
     assert sink.dropped == 60  # every event accounted for: dropped, never blocking

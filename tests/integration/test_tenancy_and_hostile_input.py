@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
-from storage import Document, InvalidDocument, InvalidQuery, ResiliencePolicy, SearchClient, SearchSettings
-from storage._fusion import fused_list
+from storage import Document, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
+from storage._fusion.methods import fused_list
+from storage.types import ResiliencePolicy
 
 TENANTS = [f"tenant-{i}" for i in range(5)]
 VOCAB = ["revenue", "guidance", "cloud", "margin", "growth", "outlook", "demand", "supply", "chip", "china", "quarter"]
@@ -53,7 +54,7 @@ async def test_no_search_path_ever_returns_another_tenants_document(
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1000)
     s = settings.model_copy(update={"multi_tenant": True})
-    async with SearchClient(tenanted.elasticsearch, dead, s, owns_clients=False, embeddings_policy=policy) as degraded:
+    async with SearchClient(tenanted.elasticsearch, dead, s, owns_clients=False, policies={"embeddings": policy}) as degraded:
         for _ in range(25):
             tenant = rng.choice(TENANTS)
             query = " ".join(rng.sample(VOCAB, rng.randint(1, 4)))
@@ -69,7 +70,7 @@ async def test_no_search_path_ever_returns_another_tenants_document(
             cursor = None
             walked: list[str] = []
             while True:
-                page = await tenanted.search_page(query, cursor=cursor, tenant_id=tenant, page_size=15, depth=10)
+                page = await tenanted.search_page(query, cursor=cursor, tenant_id=tenant, limit=15, window=10)
                 seen += _assert_own(page.hits, tenant)
                 walked += page.ids
                 cursor = page.next_cursor
@@ -87,11 +88,11 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
     with pytest.raises(InvalidQuery, match="multi-tenant"):
         await tenanted.search_page("revenue")
     with pytest.raises(InvalidQuery, match="multi-tenant"):
-        await tenanted.count()
+        await tenanted.documents.count()
     with pytest.raises(InvalidQuery, match="multi-tenant"):
-        await tenanted.get_document("tenant-0-1")
+        await tenanted.documents.get("tenant-0-1")
     with pytest.raises(InvalidDocument, match="no tenant_id"):
-        await tenanted.index_documents([Document(id="x", text="y")], strict=True)
+        await tenanted.index_documents([Document(id="x", text="y")], on_invalid="raise")
     with pytest.raises(InvalidDocument, match="belongs to tenant"):
         await tenanted.index_documents(
             [Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2", strict=True
@@ -102,12 +103,12 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
     assert report.indexed == ["z"]
     assert [(f.id, f.reason, f.position) for f in report.failed] == [("x", "invalid_document", 0)]
     assert "belongs to tenant" in report.failed[0].detail
-    assert await tenanted.get_document("tenant-0-1", tenant_id="tenant-1") is None
-    assert (await tenanted.get_document("tenant-0-1", tenant_id="tenant-0") or {}).get("tenant_id") == "tenant-0"
-    assert await tenanted.count(tenant_id="tenant-3") == 40
-    page = await tenanted.search_page("revenue", tenant_id="tenant-0", page_size=5)
+    assert await tenanted.documents.get("tenant-0-1", tenant_id="tenant-1") is None
+    assert (await tenanted.documents.get("tenant-0-1", tenant_id="tenant-0") or {}).get("tenant_id") == "tenant-0"
+    assert await tenanted.documents.count(tenant_id="tenant-3") == 40
+    page = await tenanted.search_page("revenue", tenant_id="tenant-0", limit=5)
     with pytest.raises(InvalidQuery, match="another search"):  # a cursor cannot switch tenants
-        await tenanted.search_page("revenue", cursor=page.next_cursor, tenant_id="tenant-1", page_size=5)
+        await tenanted.search_page("revenue", cursor=page.next_cursor, tenant_id="tenant-1", limit=5)
 
 
 class _Recording(AiohttpHttpNode):
@@ -131,10 +132,10 @@ async def test_every_read_a_multi_tenant_client_sends_carries_the_tenant_filter(
         for trip in ("parallel", "msearch"):
             await c.search("revenue guidance", tenant_id="tenant-2", round_trip=trip, recover=True, scopes=[{}])  # type: ignore[arg-type]
         await c.search("qzxqzx", mode="bm25", tenant_id="tenant-2", recover=True)
-        async for _ in c.walk("revenue", tenant_id="tenant-2", page_size=30, depth=10):
+        async for _ in c.walk("revenue", tenant_id="tenant-2", limit=30, window=10):
             pass
-        await c.count(tenant_id="tenant-2")
-        await c.existing(["tenant-1-1", "tenant-2-1"], tenant_id="tenant-2")
+        await c.documents.count(tenant_id="tenant-2")
+        await c.documents.exist(["tenant-1-1", "tenant-2-1"], tenant_id="tenant-2")
         await c.retrieve("revenue", tenant_id="tenant-2")
     await es.close()
     reads = [(t, b) for m, t, b in _Recording.seen if t.split("?")[0].endswith(("/_search", "/_count", "/_msearch"))]
@@ -151,7 +152,7 @@ async def test_every_read_a_multi_tenant_client_sends_carries_the_tenant_filter(
 
 
 def test_a_scope_is_made_only_with_the_tenant_rule() -> None:
-    from storage._tenancy import Scope, read_scope
+    from storage._dsl.tenancy import Scope, read_scope
 
     with pytest.raises(TypeError, match="read_scope"):
         Scope((), None, ())
@@ -163,7 +164,7 @@ def test_a_scope_is_made_only_with_the_tenant_rule() -> None:
 
 
 def test_the_second_check_drops_results_of_another_tenant() -> None:
-    from storage._tenancy import keep_tenant
+    from storage._dsl.tenancy import keep_tenant
 
     fused = fused_list({"bm25": (["a", "b"], [1.0, 0.5])})
     tenant_of = {"a": "t1", "b": "t2"}
@@ -179,7 +180,7 @@ async def test_index_names_are_validated(client: SearchClient, index: str) -> No
 
 
 def test_filter_fields_are_validated_and_scripts_impossible() -> None:
-    from storage._filters import parse_filters
+    from storage._dsl.filters import parse_filters
 
     for bad in ({"script": "1"}, {"query_string": "x"}, {"_source": "x"}, {"ticker": {"script": "x"}}):
         with pytest.raises(InvalidQuery):
@@ -252,10 +253,10 @@ async def test_any_query_text_gives_a_result_or_a_typed_validation_error(
 async def loaded_for_fuzz(es_url: str) -> AsyncIterator[SearchClient]:
     s = SearchSettings(url=es_url, index="fuzz-hostile-input")
     async with SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)) as c:
-        await c.delete_index()
+        await c.indices.delete()
         await c.ensure_index()
         await c.index_documents(
             [Document(id=f"f{i}", text=f"revenue guidance {w}") for i, w in enumerate(VOCAB)], refresh=True
         )
         yield c
-        await c.delete_index()
+        await c.indices.delete()

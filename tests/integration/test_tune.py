@@ -20,7 +20,8 @@ import pytest
 
 from embeddings import BaseEmbedder, Vector
 from embeddings._base import Kind
-from storage import Document, SearchClient, SearchSettings, load_judgments, tune
+from storage import Document, SearchClient, SearchSettings
+from storage.evaluation import load_judgments, tune
 
 WORDS = [
     "alpha",

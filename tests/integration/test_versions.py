@@ -14,7 +14,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import Document, SearchClient, SearchSettings
-from storage._compat import MINIMUM_SERVER, server_version
+from storage._transport.compat import MINIMUM_SERVER, server_version
 
 pytestmark = pytest.mark.matrix
 
@@ -68,14 +68,14 @@ async def test_the_whole_path_works_on_this_server(settings: SearchSettings, es:
         assert "Zorblax" in knn.hits[0].passages[0].text
         # The deep walk (a point in time): every match once.
         seen: list[str] = []
-        async with contextlib.aclosing(client.walk("revenue", page_size=2, depth=10, tenant_id="acme")) as pages:
+        async with contextlib.aclosing(client.walk("revenue", limit=2, window=10, tenant_id="acme")) as pages:
             async for page in pages:
                 seen.extend(page.ids)
         assert len(seen) == len(set(seen)) >= 4
         # A model change with no downtime: re-embedded, promoted, searchable.
         mover = settings.model_copy(update={"passage_tokens": 32, "passage_overlap": 8})
     async with SearchClient.from_settings(mover, embedder=_embedder()) as moved:
-        result = await moved.reembed(delete_old=True)
+        result = await moved.indices.reembed(delete_old=True)
         assert result.promoted
         again = await moved.search("Apple revenue guidance", filters={"ticker": "AAPL"}, tenant_id="acme")
         assert set(again.ids) == {"aapl-1", "aapl-2"}

@@ -210,7 +210,7 @@ def served(settings: SearchSettings) -> Iterator[str]:
         "EMBEDDINGS_DIMENSIONS": "64",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "storage._cli", "workbench", "--port", "0"],
+        [sys.executable, "-m", "storage.cli", "workbench", "--port", "0"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

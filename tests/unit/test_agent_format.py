@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from storage import Answer, SearchHit, SearchResponse
-from storage._answers import AnswerEntry, AnswerTimings
 from storage._errors import CircuitOpen, InvalidQuery, Overloaded, SearchFailed
+from storage._types.answers import AnswerEntry, AnswerTimings
 from storage.agent import assemble_context, error_message, extract_citations, format_answer, format_results
 
 

@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import AnswerPrompt, ConfigurationError, SearchHit, SearchResponse
-from storage._answer import reasoning
-from storage._context import CitationCheck, context_budget, parse_citations
+from storage import ConfigurationError, SearchHit, SearchResponse
+from storage._rag.answerer import reasoning
+from storage._rag.context import CitationCheck, context_budget, parse_citations
 from storage.agent import assemble_context
+from storage.types import AnswerPrompt
 
 
 def test_citations_come_in_order_of_first_appearance_without_repeats() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from storage import FacetSpec, InvalidQuery
-from storage._engine.arrange import group_ids, mmr_order
-from storage._facets import facet_aggregations, parse_facets, read_facets
+from storage import InvalidQuery
+from storage._dsl.aggregations import facet_aggregations, parse_facets, read_facets
+from storage._search.arrange import group_ids, mmr_order
+from storage.types import FacetSpec
 
 TYPES = {"region": "keyword", "score": "long", "note": "text"}
 

@@ -8,11 +8,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from storage import Exists, InvalidQuery, Range, Term, Terms
-from storage._filters import parse_filters, to_es_filters
-from storage._queries import bm25_request, fetch_request, knn_request
-from storage._tenancy import read_scope
-from storage._text import _scrubbed, clean_query
+from storage import InvalidQuery
+from storage._dsl.filters import parse_filters, to_es_filters
+from storage._dsl.queries import bm25_request, fetch_request, knn_request
+from storage._dsl.tenancy import read_scope
+from storage._dsl.text import _scrubbed, clean_query
+from storage.filters import Exists, Range, Term, Terms
 
 
 def test_mapping_filters_render_to_term_terms_range_and_exists() -> None:

@@ -13,8 +13,9 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from storage import AnyOf, ConfigurationError, Exists, InvalidQuery, Not, Range, SearchSettings, Term, Terms
-from storage._filters import parse_filters, to_es_filters
+from storage import ConfigurationError, InvalidQuery, SearchSettings
+from storage._dsl.filters import parse_filters, to_es_filters
+from storage.filters import AnyOf, Exists, Not, Range, Term, Terms
 from storage.integrations._dialects import (
     count_argument,
     haystack_filters,

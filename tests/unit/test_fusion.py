@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import LegHit, fuse
-from storage._fusion import fused_list, rrf
+from storage._fusion.methods import fused_list, rrf
+from storage.fusion import LegHit, fuse
 
 ids = st.text(alphabet="abcdefghij", min_size=1, max_size=3)
 ranked = st.lists(ids, unique=True, max_size=15).map(

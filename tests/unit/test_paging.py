@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage._paging import decode_cursor, encode_cursor, fingerprint
+from storage._paging.cursor import decode_cursor, encode_cursor, fingerprint
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,21 +16,19 @@ from storage import (
     Document,
     IndexNotFound,
     InvalidQuery,
-    RerankReport,
     SearchFailed,
-    SearchRequest,
     SearchSettings,
-    ShardReport,
 )
-from storage._backend import Backend
-from storage._engine.fuse import fuse_legs, hit_columns, raise_if_failed
-from storage._engine.plan import plan_search
-from storage._engine.rerank import Ranked, order_by_scores, rerank_text
-from storage._engine.respond import build_response
-from storage._engine.state import LegOutcome, SearchState
-from storage._facets import parse_facets
-from storage._fusion import fused_list
-from storage._fusion_setting import configured_fusion
+from storage._dsl.aggregations import parse_facets
+from storage._fusion.methods import fused_list
+from storage._fusion.setting import configured_fusion
+from storage._search.fuse import fuse_legs, hit_columns, raise_if_failed
+from storage._search.plan import plan_search
+from storage._search.rerank import Ranked, order_by_scores, rerank_text
+from storage._search.respond import build_response
+from storage._search.state import LegOutcome, SearchState
+from storage._transport.backend import Backend
+from storage.types import RerankReport, SearchRequest, ShardReport
 
 SETTINGS = SearchSettings(url="http://127.0.0.1:9200", index="docs")
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from storage import CircuitOpen, ClientClosed, DependencyError, DependencyUnavailable, Overloaded
-from storage._resilience import Resilience, ResiliencePolicy
+from storage._transport.resilience import Resilience, ResiliencePolicy
 
 
 class FakeTime:

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage import InvalidQuery, QuerySyntaxError, Range, Term, Terms
-from storage._syntax import parse_query
+from storage import InvalidQuery, QuerySyntaxError
+from storage._dsl.syntax import parse_query
+from storage.filters import Range, Term, Terms
 
 F = ["title", "text"]
 

@@ -6,7 +6,7 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from storage._telemetry import TelemetrySink
+from storage._observability.telemetry import TelemetrySink
 
 
 class _AcceptingES:

@@ -12,8 +12,8 @@ from elasticsearch import AsyncElasticsearch
 from opentelemetry import trace
 
 from storage import SearchSettings
-from storage._backend import Backend
-from storage._tracing import decided_once, span, tracing
+from storage._observability.tracing import decided_once, span, tracing
+from storage._transport.backend import Backend
 
 
 @dataclass

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage import SearchRequest, SearchSettings
-from storage._engine.plan import plan_search
-from storage._fusion_setting import FusionSetting, InForce, configured_fusion
+from storage import SearchSettings
+from storage._fusion.setting import FusionSetting, InForce, configured_fusion
+from storage._search.plan import plan_search
 from storage.evaluation._statistics import cross_validate, default_grid, fold_of, fuse_top, paired_test
+from storage.types import SearchRequest
 
 STORED = FusionSetting(method="dbsf", k=40, bm25_weight=1.0, knn_weight=0.25, window=100)
 

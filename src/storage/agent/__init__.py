@@ -15,10 +15,10 @@ the filters the host allows. Mode, tenant, rerank, the relevance floor and the b
   the one dispatcher the MCP server and the framework tools go through.
 
 For RAG callers, the context assembly and the citation check (:func:`assemble_context`,
-:func:`extract_citations`) are re-exported from ``storage._context``.
+:func:`extract_citations`) are re-exported from ``storage._rag.context``.
 """
 
-from .._context import AssembledContext, assemble_context, extract_citations
+from .._rag.context import AssembledContext, assemble_context, extract_citations
 from ._contract import (
     AnswerArguments,
     DocumentArguments,

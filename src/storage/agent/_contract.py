@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .._errors import ConfigurationError
-from .._models import SearchMode
+from .._types.models import SearchMode
 
 __all__ = [
     "ANSWER_DESCRIPTION",
@@ -65,7 +65,7 @@ ANSWER_DESCRIPTION = (
 )
 
 
-#: The facets the model may ask for (``storage._facets`` syntax).
+#: The facets the model may ask for (``storage._dsl.aggregations`` syntax).
 ToolFacet = Literal["ticker", "source", "doc_type", "published_at:year", "published_at:month"]
 #: The fields the model may ask one result per (``group_by``).
 ToolGroup = Literal["ticker", "source", "doc_type"]

@@ -9,8 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._answers import Answer
-from .._context import display_value
+from .._dsl.text import clip
 from .._errors import (
     CircuitOpen,
     DependencyUnavailable,
@@ -21,8 +20,9 @@ from .._errors import (
     SearchError,
     SearchFailed,
 )
-from .._results import SearchHit, SearchResponse
-from .._text import clip
+from .._rag.context import display_value
+from .._types.answers import Answer
+from .._types.results import SearchHit, SearchResponse
 
 __all__ = ["error_message", "format_answer", "format_document", "format_results", "no_matches", "snippet"]
 

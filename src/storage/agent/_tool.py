@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError, SearchError
-from .._results import SearchHit, relevant, similarity_floor
+from .._types.results import SearchHit, relevant, similarity_floor
 from ._contract import (
     ANSWER_DESCRIPTION,
     DOCUMENT_DESCRIPTION,
@@ -182,7 +182,7 @@ class SearchTool:
         if not doc_id:
             return ToolReply("Error: the id is empty. Use an id from a search result (the part after [#).", True)
         try:
-            doc = await self.client.get_document(doc_id, tenant_id=self.policy.tenant_id)
+            doc = await self.client.documents.get(doc_id, tenant_id=self.policy.tenant_id)
         except SearchError as exc:
             return self._failure(exc)
         return ToolReply(format_document(doc, doc_id, max_chars=self.policy.max_chars))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigurationError
-from .._models import METADATA_KEY, Document
+from .._types.models import METADATA_KEY, Document
 
 __all__ = [
     "BeirDataset",

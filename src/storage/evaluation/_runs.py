@@ -1,9 +1,9 @@
 """The I/O shell of evaluation and tuning: judged queries in, scores (and a fusion setting) out. It uses the
-client's public API only: ``retrieve()`` (each query's legs, through the search's plan, filters and
-tenancy), ``fusion_in_force()``, ``existing()``, ``count()``, ``store_fusion()``.
+client's public API only: ``leg_rankings()`` (each query's legs, through the search's plan, filters and
+tenancy), ``indices.fusion_in_force()``, ``documents.exist()``, ``documents.count()``, ``indices.store_fusion()``.
 
 **One evaluation path.** :func:`evaluate` and :func:`tune` retrieve each judged query's two legs **once**
-and fuse them in-process with the client's own fusion (``storage._fusion``) — the legs cut to a setting's
+and fuse them in-process with the client's own fusion (``storage._fusion.methods``) — the legs cut to a setting's
 window are the legs a search with that window gets, so a setting's figure here is the figure of a search
 with it, and ``evaluate`` and ``tune`` report the same number for the same index and setting. Searches that
 cannot be replayed from recorded legs (the rerank stage, which calls a model per search) are measured
@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._dsl.filters import FilterInput
 from .._errors import ConfigurationError, IndexNotFound
-from .._filters import FilterInput
-from .._fusion import LegColumns
-from .._fusion_setting import FusionSetting
-from .._logging import event
-from .._models import Document, TuneReport, TuneRow
+from .._fusion.methods import LegColumns
+from .._fusion.setting import FusionSetting
+from .._observability.log import event
+from .._types.models import Document, TuneReport, TuneRow
 from ._datasets import BeirDataset, Judgments, beir_document, load_judgments, read_jsonl_documents
 from ._statistics import (
     MIN_QUERIES,
@@ -76,12 +76,12 @@ async def retrieve_legs(
     tenant_id: str | None = None,
     on_query: OnQuery | None = None,
 ) -> dict[str, dict[str, LegColumns]]:
-    """Each query's BM25 and kNN lists (ids and scores, ``window`` deep), through ``client.retrieve()``: the
+    """Each query's BM25 and kNN lists (ids and scores, ``window`` deep), through ``client.leg_rankings()``: the
     same validation, filters and tenancy as a search. A failed leg raises (an evaluation on one leg would
     not say what it claims)."""
     legs: dict[str, dict[str, LegColumns]] = {}
     for n, (qid, text) in enumerate(queries.items(), start=1):
-        found = await client.retrieve(text, window=window, limit=1, filters=filters, tenant_id=tenant_id)
+        found = await client.leg_rankings(text, window=window, filters=filters, tenant_id=tenant_id)
         legs[qid] = {leg: ([h.id for h in hits], [h.score for h in hits]) for leg, hits in found.items()}
         if on_query is not None:
             on_query(n, len(queries))
@@ -101,7 +101,7 @@ async def evaluate(
     """nDCG@10 and Recall@100 of BM25 alone, kNN alone (each ``depth`` deep) and hybrid with each fusion
     setting (default: the one in force for the client's index) over the judged queries, on the index as it
     is. Each query's legs are retrieved once; see the module docstring."""
-    in_force, _ = await client.fusion_in_force()
+    in_force, _ = await client.indices.fusion_in_force()
     settings = list(fusions) if fusions else [in_force]
     window = max([depth, *(s.window for s in settings)])
     started = time.perf_counter()
@@ -181,9 +181,11 @@ async def tune(
                 f"index {client.index!r} holds no documents and {judged.name} has no corpus.jsonl to index"
             )
         await _ingest(client, judged.corpus, tenant_id)
-    current, sources = await client.fusion_in_force()  # read now: what searches of the alias use
+    current, sources = await client.indices.fusion_in_force()  # read now: what searches of the alias use
     grid = unique([current, *grid])  # row 0: the current setting
-    coverage = await client.existing(sorted({d for rels in judged.qrels.values() for d in rels}), tenant_id=tenant_id)
+    coverage = await client.documents.exist(
+        sorted({d for rels in judged.qrels.values() for d in rels}), tenant_id=tenant_id
+    )
     usable = {q: rels for q, rels in judged.qrels.items() if any(d in coverage for d in rels)}
     warnings: list[str] = []
     if coverage_missing := sum(1 for rels in judged.qrels.values() for d in rels if d not in coverage):
@@ -315,13 +317,13 @@ async def _apply(client: SearchClient, report: TuneReport, setting: FusionSettin
         "cv_ndcg_at_10": report.cross_validated.ndcg,
         "current_ndcg_at_10": report.current.ndcg,
     }
-    await client.store_fusion(setting, **tuned)
+    await client.indices.store_fusion(setting, **tuned)
     return report.model_copy(update={"applied": True})
 
 
 async def _documents(client: SearchClient, tenant_id: str | None) -> int:
     try:
-        return await client.count(tenant_id=tenant_id)
+        return await client.documents.count(tenant_id=tenant_id)
     except IndexNotFound:
         return 0
 

@@ -5,7 +5,7 @@
     legs (each query's BM25 and kNN lists, retrieved once) ─fuse every setting─▶ nDCG@10 per (setting, query)
         ─k-fold CV─▶ what a new query can expect from choosing on judgments ─paired tests─▶ change or keep
 
-- **Fusion** of a setting re-uses the client's own functions (:func:`storage._fusion.fused_list`) on the
+- **Fusion** of a setting re-uses the client's own functions (:func:`storage._fusion.methods.fused_list`) on the
   recorded lists cut to the setting's window: a grid of a few hundred settings over 300 queries costs
   seconds, not a search per setting.
 - **Cross-validation** over queries: each fold's setting is chosen on the other folds' queries and scored on
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigurationError
-from .._fusion import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
-from .._fusion_setting import FusionSetting
+from .._fusion.methods import DEFAULT_RRF_K, FusionMethod, LegColumns, fused_list
+from .._fusion.setting import FusionSetting
 
 __all__ = [
     "MIN_QUERIES",

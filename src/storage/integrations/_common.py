@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._client import SearchClient
-from .._context import merged_spans
 from .._errors import ConfigurationError
-from .._models import embedding_text
-from .._requests import SearchRequest
-from .._results import SearchHit, SearchResponse
+from .._rag.context import merged_spans
 from .._settings import SearchSettings
+from .._types.models import embedding_text
+from .._types.requests import SearchRequest
+from .._types.results import SearchHit, SearchResponse
 from ._bridge import ClientBridge
 
 __all__ = [
@@ -122,11 +122,11 @@ class RetrieverCore:
 
     def search(self, query: str, **overrides: Any) -> list[Retrieved]:
         request = self._request(query, overrides)
-        return retrieved(self.bridge.run(lambda client: client.search(request)), self.content)
+        return retrieved(self.bridge.run(lambda client: client.search(**request.arguments())), self.content)
 
     async def asearch(self, query: str, **overrides: Any) -> list[Retrieved]:
         request = self._request(query, overrides)
-        return retrieved(await self.bridge.arun(lambda client: client.search(request)), self.content)
+        return retrieved(await self.bridge.arun(lambda client: client.search(**request.arguments())), self.content)
 
     def close(self) -> None:
         self.bridge.close()

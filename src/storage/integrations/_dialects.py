@@ -6,7 +6,7 @@
   ``MetadataFilters`` (read by duck typing: ``filters``, ``condition``; each ``MetadataFilter``'s ``key``,
   ``operator``, ``value``), Haystack's filter dicts (``{"field": "meta.x", "operator": "==", "value": ...}``
   and ``{"operator": "AND" | "OR" | "NOT", "conditions": [...]}``) — a list of our filters
-  (``storage._filters``), which the search then validates like any other.
+  (``storage._dsl.filters``), which the search then validates like any other.
 
 One tree, one translation: a comparison is one of our conditions (``==`` a term, ``in`` terms, ``>`` ``>=``
 ``<`` ``<=`` a range, ``== None`` absent, ``!= None`` present), ``!=`` and ``not in`` its :class:`Not`,
@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from .._dsl.filters import DATE_FIELDS, KEYWORD_FIELDS, AllOf, AnyOf, Exists, Filter, Not, condition
 from .._errors import InvalidQuery
-from .._filters import DATE_FIELDS, KEYWORD_FIELDS, AllOf, AnyOf, Exists, Filter, Not, condition
 
 __all__ = [
     "count_argument",

@@ -27,12 +27,12 @@ from pydantic import SecretStr, ValidationError
 from embeddings import Embedder
 
 from .._client import SearchClient
+from .._dsl.filters import FilterInput
 from .._errors import ConfigurationError, DocumentsNotIndexed, InvalidDocument, InvalidQuery
-from .._filters import FilterInput
-from .._models import METADATA_KEY, Document, FailedDocument, IndexReport, embedding_text
-from .._requests import SearchRequest
-from .._results import SearchHit
 from .._settings import SearchSettings
+from .._types.models import METADATA_KEY, Document, FailedDocument, IndexReport, embedding_text
+from .._types.requests import SearchRequest
+from .._types.results import SearchHit
 from ._bridge import ClientBridge
 from ._common import check_options
 from ._dialects import count_argument
@@ -174,7 +174,7 @@ class StoreCore:
     """A store's client (given, or owned and made by ``factory``) and its calls, each ``async`` on the
     client's loop; the framework classes call them through :attr:`bridge` (``run`` / ``arun``). With a
     ``tenant_id`` the store is that tenant's: what it writes carries it, every read and delete sees only its
-    documents (the client's read scope, ``storage._tenancy``)."""
+    documents (the client's read scope, ``storage._dsl.tenancy``)."""
 
     def __init__(self, bridge: ClientBridge, *, refresh: bool = True, tenant_id: str | None = None) -> None:
         self.bridge = bridge
@@ -195,7 +195,7 @@ class StoreCore:
         if not documents:
             return []
         c = await self._client(client)
-        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, strict=True)
+        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, on_invalid="raise")
         if report.failed:
             raise DocumentsNotIndexed(report.failed, indexed=report.indexed)
         return [d.id for d in documents]
@@ -207,7 +207,9 @@ class StoreCore:
         if not documents:
             return [], []
         c = await self._client(client)
-        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, strict=True, overwrite=False)
+        report = await c.index_documents(
+            self._stamped(documents), refresh=self.refresh, on_invalid="raise", overwrite=False
+        )
         other = [f for f in report.failed if f.reason != "exists"]
         if other:
             raise DocumentsNotIndexed(other, indexed=report.indexed)
@@ -222,22 +224,22 @@ class StoreCore:
 
     async def get(self, client: SearchClient, ids: Sequence[str]) -> list[Stored]:
         """The stored documents of ``ids``, in that order; an id the index does not hold is left out."""
-        found = await (await self._client(client)).get_documents(list(ids), tenant_id=self.tenant_id)
+        found = await (await self._client(client)).documents.get_many(list(ids), tenant_id=self.tenant_id)
         return [stored(i, found[i]) for i in ids if i in found]
 
     async def delete(self, client: SearchClient, ids: Sequence[str] | None) -> bool:
         if ids is None:
             raise InvalidQuery("give the ids of the documents to delete (delete(ids=[...]))")
-        await (await self._client(client)).delete_documents(list(ids), tenant_id=self.tenant_id, refresh=self.refresh)
+        await (await self._client(client)).documents.delete(list(ids), tenant_id=self.tenant_id, refresh=self.refresh)
         return True
 
     async def count(self, client: SearchClient, filters: FilterInput = None) -> int:
         """How many documents ``filters`` (our model; None: all) match."""
-        return await (await self._client(client)).count(filters=filters, tenant_id=self.tenant_id)
+        return await (await self._client(client)).documents.count(filters=filters, tenant_id=self.tenant_id)
 
     async def existing(self, client: SearchClient, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the index holds."""
-        return await (await self._client(client)).existing(list(ids), tenant_id=self.tenant_id)
+        return await (await self._client(client)).documents.exist(list(ids), tenant_id=self.tenant_id)
 
     async def filtered(self, client: SearchClient, filters: FilterInput) -> list[Stored]:
         """Every document ``filters`` (our model; None: all) match."""
@@ -245,7 +247,7 @@ class StoreCore:
 
     async def matching(self, client: SearchClient, filters: FilterInput) -> list[str]:
         """The ids of every document ``filters`` (our model; None: all) match."""
-        return await (await self._client(client)).matching_ids(filters, tenant_id=self.tenant_id)
+        return await (await self._client(client)).documents.matching_ids(filters=filters, tenant_id=self.tenant_id)
 
     async def delete_matching(self, client: SearchClient, filters: FilterInput) -> int:
         """Delete every document ``filters`` match (None: every document); how many were deleted."""
@@ -253,9 +255,9 @@ class StoreCore:
         c = await self._client(client)
         deleted = 0
         for start in range(0, len(ids), 1000):
-            deleted += len(await c.delete_documents(ids[start : start + 1000], tenant_id=self.tenant_id))
+            deleted += len(await c.documents.delete(ids[start : start + 1000], tenant_id=self.tenant_id))
         if self.refresh:
-            await c.refresh()
+            await c.indices.refresh()
         return deleted
 
     async def delete_all(self, client: SearchClient, *, recreate: bool = False) -> None:
@@ -265,7 +267,7 @@ class StoreCore:
             return
         if self.tenant_id is not None:
             raise ConfigurationError("a tenant's store cannot recreate the index (other tenants' documents are in it)")
-        await client.delete_index()
+        await client.indices.delete()
         self._ready = False
         await self._client(client)
 
@@ -307,7 +309,7 @@ class StoreCore:
         if batch:
             await flush(batch)
         if self.refresh:
-            await c.refresh()
+            await c.indices.refresh()
         return IndexReport(index=c.index, indexed=indexed, failed=failed, seconds=time.perf_counter() - started)
 
     async def search(
@@ -324,5 +326,5 @@ class StoreCore:
         request = SearchRequest(
             query=query, limit=count_argument("k", k), filters=filters, tenant_id=self.tenant_id, **dict(options or {})
         )
-        response = await (await self._client(client)).search(request)
+        response = await (await self._client(client)).search(**request.arguments())
         return [stored(h.id, h.source, hit=h) for h in response.hits]

@@ -59,10 +59,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from embeddings import Embedder
 
 from .._client import SearchClient
+from .._dsl.filters import Filter
 from .._errors import ConfigurationError, InvalidDocument, InvalidQuery
-from .._filters import Filter
-from .._models import IndexReport
 from .._settings import SearchSettings
+from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, haystack_filters
 from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options

@@ -58,8 +58,8 @@ from embeddings import CallableEmbedder
 
 from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
-from .._models import IndexReport
 from .._settings import SearchSettings
+from .._types.models import IndexReport
 from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
 from ._bridge import ClientBridge

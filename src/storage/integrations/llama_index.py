@@ -55,10 +55,10 @@ from pydantic import PrivateAttr
 from embeddings import CallableEmbedder, Embedder
 
 from .._client import SearchClient
+from .._dsl.filters import Filter, condition
 from .._errors import ConfigurationError, InvalidQuery
-from .._filters import Filter, condition
-from .._models import IndexReport
 from .._settings import SearchSettings
+from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import count_argument, llama_index_filters
 from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options

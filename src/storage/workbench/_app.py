@@ -2,8 +2,8 @@
 
 Every route but ``/static`` needs the token — from the URL's ``?token=`` on the first visit (then a cookie,
 ``HttpOnly``, ``SameSite=Strict``), or the ``X-Workbench-Token`` header — else 403. Reads go through the
-client's public API (``search``, ``retrieve``, ``fuse``, ``evaluate``, ``tune``); the only write to the data
-index (``store_fusion``) needs ``allow_writes`` and an explicit confirmation; judgments live in their own
+client's public API (``search``, ``leg_rankings``, ``fuse``, ``evaluate``, ``tune``); the only write to the data
+index (``indices.store_fusion``) needs ``allow_writes`` and an explicit confirmation; judgments live in their own
 index (``_judgments``). A tenant-bound workbench passes its tenant on every call and ignores any other.
 """
 
@@ -26,21 +26,11 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import (
-    FusionSetting,
-    InvalidQuery,
-    Judgments,
-    LegHit,
-    SearchClient,
-    SearchError,
-    SearchResponse,
-    default_grid,
-    fuse,
-    query_hash,
-    tune,
-)
-from ..evaluation import evaluate
+from .. import InvalidQuery, SearchClient, SearchError, SearchResponse, query_hash
+from ..evaluation import Judgments, default_grid, evaluate, tune
+from ..fusion import FusionSetting, LegHit, fuse
 from ._judgments import GRADES, JudgmentStore, qrels_tsv, queries_jsonl, query_id
+from ._traffic import traffic
 
 __all__ = ["COOKIE", "Workbench", "create_app"]
 
@@ -199,7 +189,7 @@ def _column(res: SearchResponse) -> dict[str, Any]:
 
 
 async def info(wb: Workbench, request: Request) -> dict[str, Any]:
-    setting, sources = await wb.client.fusion_in_force()
+    setting, sources = await wb.client.indices.fusion_in_force()
     s = wb.client.settings
     return {
         "index": wb.client.index,
@@ -228,7 +218,7 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
         c.search(**plain, mode="bm25"), c.search(**plain, mode="knn"), c.search(**args, **fusion, **extra)
     )
     window = int(fused.fusion["window"])
-    legs = await c.retrieve(
+    legs = await c.leg_rankings(
         args["query"], mode="hybrid", filters=args["filters"], tenant_id=args["tenant_id"], window=window
     )
     return {
@@ -243,7 +233,7 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
 
 async def refuse(wb: Workbench, request: Request) -> dict[str, Any]:
     """The fused order of the candidates the page holds under another fusion (no search is run): the same
-    function every search fuses with (:func:`storage.fuse`)."""
+    function every search fuses with (:func:`storage.fusion.fuse`)."""
     body = await _json(request)
     candidates = body.get("candidates")
     if not isinstance(candidates, dict) or not set(candidates) <= {"bm25", "knn"}:
@@ -355,7 +345,7 @@ async def measure(wb: Workbench, request: Request) -> dict[str, Any]:
     """nDCG@10 and Recall@100 of each leg and of the fusion in force over the judged queries, and nDCG@10
     across RRF k and the weights (the chart), the legs retrieved once."""
     data = await _judged_set(wb)
-    in_force, _ = await wb.client.fusion_in_force()
+    in_force, _ = await wb.client.indices.fusion_in_force()
     grid = [
         in_force,
         *(s for s in default_grid() if s.method == "rrf" and s.window == in_force.window and s != in_force),
@@ -376,7 +366,7 @@ async def measure(wb: Workbench, request: Request) -> dict[str, Any]:
 
 
 async def tune_fusion(wb: Workbench, request: Request) -> dict[str, Any]:
-    """``storage.tune`` on the judgments (its cross-validated rule); never applied here."""
+    """``storage.evaluation.tune`` on the judgments (its cross-validated rule); never applied here."""
     data = await _judged_set(wb)
     body = await _json(request)
     min_queries = _int(body, "min_queries", 20, 1, 10_000)
@@ -397,59 +387,8 @@ async def apply_fusion(wb: Workbench, request: Request) -> Response:
         setting = FusionSetting.from_meta(body.get("setting") or {})
     except (ValueError, TypeError) as exc:
         raise InvalidQuery(f"not a fusion setting: {exc}") from None
-    written = await wb.client.store_fusion(setting, source="workbench", judge=wb.judge)
+    written = await wb.client.indices.store_fusion(setting, source="workbench", judge=wb.judge)
     return JSONResponse({"stored": setting.to_meta(), "index": written})
-
-
-async def traffic(wb: Workbench, request: Request) -> dict[str, Any]:
-    """Recent, slow or degraded searches from the telemetry data stream (when telemetry ships there); each
-    with its text when this workbench knows it (telemetry records a hash, never what users typed)."""
-    kind = request.query_params.get("kind", "recent")
-    sort = {"recent": [{"@timestamp": "desc"}], "slow": [{"event.duration": "desc"}]}.get(kind)
-    if kind not in ("recent", "slow", "degraded"):
-        raise InvalidQuery("kind must be recent, slow or degraded")
-    query: dict[str, Any] = {"bool": {"filter": [{"term": {"event.action": "search"}}]}}
-    if kind == "degraded":
-        query["bool"]["filter"].append({"term": {"search.degraded": True}})
-    stream = wb.client.settings.telemetry_data_stream
-    es = wb.client.elasticsearch
-    found = await es.options(ignore_status=(404, 503)).search(
-        index=stream, query=query, sort=sort or [{"@timestamp": "desc"}], size=50
-    )
-    if found.meta.status == 404:
-        return {"enabled": False, "data_stream": stream, "searches": []}
-    if found.meta.status == 503:  # created a moment ago: its first shard is not ready yet
-        return {"enabled": True, "data_stream": stream, "searches": []}
-    rows = []
-    for h in found.body["hits"]["hits"]:
-        s = h["_source"]
-        digest = s.get("search", {}).get("query_hash") or s.get("search.query_hash")
-        flat = _flatten(s)
-        rows.append(
-            {
-                "at": flat.get("@timestamp"),
-                "query_hash": digest,
-                "query": wb.texts.get(str(digest)),
-                "mode": flat.get("search.mode"),
-                "ms": round(int(flat.get("event.duration", 0)) / 1e6, 1),
-                "hits": flat.get("search.hits"),
-                "degraded": flat.get("search.degraded", False),
-                "degraded_reason": flat.get("search.degraded_reason"),
-                "filters": flat.get("search.filters"),
-            }
-        )
-    return {"enabled": True, "data_stream": stream, "searches": rows}
-
-
-def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in doc.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 # -- the app ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""What is not the main job of a client, in namespaces of their own (as elasticsearch-py's ``client.indices``):
+
+- ``client.indices`` (:class:`Indices`) — the alias's versioned indices: re-embed (a model change with no
+  downtime), create a version, move the alias, delete, refresh, the fusion stored with the alias;
+- ``client.documents`` (:class:`Documents`) — documents by id and by filter: get, count, which exist,
+  which match, delete;
+- ``client.breakers`` — each dependency's circuit breaker, as a read-only :class:`BreakerStatus`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from embeddings import Embedder
+
+from ._dsl.filters import FilterInput
+from ._fusion.setting import FusionSetting, FusionSource
+from ._indexing.indices import IndexManager
+from ._indexing.reembed import Reembedder
+from ._search import Engine
+from ._transport.resilience import Resilience
+from ._types.models import IndexProgress, ReembedReport
+
+__all__ = ["BreakerStatus", "Documents", "Indices", "breaker_status", "breakers"]
+
+
+class BreakerStatus(BaseModel):
+    """One dependency's circuit breaker and its counters (a snapshot; nothing of it can change the breaker)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: ``closed`` (calls go through), ``open`` (calls fail fast) or ``half-open`` (one probe is let through).
+    state: Literal["closed", "open", "half-open"]
+    #: Consecutive failures counted so far (the breaker opens at ``breaker_fail_max``).
+    failures: int
+    #: Calls made, attempts sent (retries included), retries, and calls refused while open.
+    calls: int
+    attempts: int
+    retries: int
+    rejected_open: int
+    #: Retries the retry budget holds now (each call earns a fifth of one).
+    retry_budget: float
+
+
+def breaker_status(stack: Resilience) -> BreakerStatus:
+    state = stack.state
+    return BreakerStatus(
+        state=state if state in ("closed", "open") else "half-open",  # type: ignore[arg-type]
+        failures=int(stack.breaker.fail_counter),
+        calls=stack.calls,
+        attempts=stack.attempts,
+        retries=stack.retries,
+        rejected_open=stack.rejected_open,
+        retry_budget=round(stack.budget.tokens, 3),
+    )
+
+
+class Indices:
+    """``client.indices``: the alias and its versioned indices (``<alias>-000001``, ...)."""
+
+    def __init__(self, manager: IndexManager, engine: Engine, reembedder: Reembedder) -> None:
+        self._m = manager
+        self._engine = engine
+        self._reembedder = reembedder
+
+    async def reembed(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        delete_old: bool = False,
+        restart: bool = False,
+        progress: Callable[[IndexProgress], None] | None = None,
+    ) -> ReembedReport:
+        """Move the alias to another embedding model (or analyzer, or passage layout) with no downtime, while it
+        is written to: read every document of the version it points at, embed it with ``embedder`` (default:
+        the client's), write a new version, catch up with the writes made meanwhile, and move the alias
+        atomically (``delete_old``: then delete the versions it pointed at). See ``storage._indexing.reembed``.
+
+        Searches and writes go on meanwhile (this library's writers hold the few refused by the short write
+        block of the switch). Documents that fail are in ``report.failed`` and keep the alias where it was. An
+        interrupted run leaves the alias untouched and its version marked as building (``health()`` lists it);
+        the next run **resumes** it, ``restart=True`` starts clean. ``progress`` gets an :class:`IndexProgress`
+        as documents are done. After a move to another model, a client of the old one gets BM25-only searches
+        (:class:`ModelMismatch` on its kNN leg) and its writes are refused: give it the new model.
+        """
+        return await self._reembedder.reembed(embedder, delete_old=delete_old, restart=restart, progress=progress)
+
+    async def create_version(self) -> str:
+        """Create the next versioned index (``<alias>-000002``...) for the client's embedder, *not* aliased.
+
+        Write into it with ``index_documents(docs, index=name)``, then :meth:`promote` moves the alias
+        atomically: searches never see a half-built index. (``client.reembed()`` does all of it.)"""
+        return await self._m.create_index_version()
+
+    async def promote(self, name: str, *, delete_old: bool = False) -> None:
+        """Point the alias at ``name`` (atomically) and make it the write index; ``delete_old``: then delete the
+        versions it pointed at."""
+        await self._m.promote_index(name, delete_old=delete_old)
+
+    async def delete(self) -> None:
+        """Delete the alias and every index behind it (tests, demos)."""
+        await self._m.delete_index()
+
+    async def refresh(self) -> None:
+        """Make everything written so far searchable now."""
+        await self._m.refresh()
+
+    async def fusion_in_force(self) -> tuple[FusionSetting, dict[str, FusionSource]]:
+        """The fusion a search of the alias uses when the call passes none (read now), and where each of its
+        parameters comes from (``settings``, ``index``: stored with it, ``default``)."""
+        return await self._engine.fusion_in_force()
+
+    async def store_fusion(self, setting: FusionSetting, **provenance: Any) -> str:
+        """Store ``setting`` with the alias's write index (``_meta.fusion``; ``provenance``, e.g. how it was
+        tuned, under ``tuned``): every client of the alias uses it where neither the call nor its settings
+        say otherwise (read when entered, refreshed once a minute). Returns the index written."""
+        meta = setting.to_meta() | ({"tuned": provenance} if provenance else {})
+        return await self._m.store_fusion(meta)
+
+
+class Documents:
+    """``client.documents``: documents by id and by filter (a tenant's only, for a tenant; ``tenant_id`` is
+    required by a multi-tenant client)."""
+
+    def __init__(self, manager: IndexManager) -> None:
+        self._m = manager
+
+    async def get(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
+        """The stored ``_source`` of one document (without its vectors), or None — also None when it belongs to
+        another tenant than ``tenant_id``."""
+        return await self._m.get_document(doc_id, tenant_id=tenant_id)
+
+    async def get_many(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """id -> stored ``_source`` (without vectors) of those of ``ids`` the index holds, in the order of
+        ``ids``."""
+        return await self._m.get_documents(ids, tenant_id=tenant_id)
+
+    async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
+        """Documents matching ``filters`` (None: all)."""
+        return await self._m.count(filters=filters, tenant_id=tenant_id)
+
+    async def exist(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
+        """Which of ``ids`` the index holds."""
+        return await self._m.existing(ids, tenant_id=tenant_id)
+
+    async def matching_ids(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> list[str]:
+        """The ids of every document ``filters`` match (None: every document), read on a point-in-time: what a
+        delete or a get by filter works on."""
+        return await self._m.matching_ids(filters=filters, tenant_id=tenant_id)
+
+    async def delete(self, ids: Sequence[str], *, tenant_id: str | None = None, refresh: bool = False) -> list[str]:
+        """Delete the documents of ``ids``; the ids that were deleted (an id the index does not hold is not an
+        error). ``refresh=True``: gone from searches when this returns. A delete refused by a reembed's short
+        write block is held and sent again."""
+        return await self._m.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
+
+
+def breakers(stacks: Mapping[str, Resilience]) -> dict[str, BreakerStatus]:
+    return {name: breaker_status(stack) for name, stack in stacks.items()}

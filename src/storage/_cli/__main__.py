@@ -1,5 +1,0 @@
-"""``python -m storage._cli``: the ``hybrid-search`` command without its console script."""
-
-from . import main
-
-raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""The index design: a strict mapping, versioned concrete indices behind an alias, the names a request may
+target, and what an index records about itself (``_meta``). Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import InvalidQuery
+from ..passages import PassageSetting
+
+__all__ = [
+    "BUILDING",
+    "CONTENT_HASH",
+    "DEFINED_ANALYZERS",
+    "DYNAMIC_TEMPLATES",
+    "INDEX_VERSION_WIDTH",
+    "METADATA_VALUE",
+    "PAYLOAD",
+    "building_versions",
+    "index_body",
+    "index_meta",
+    "next_index_name",
+    "stored_passages",
+    "valid_target",
+    "vector_index_for",
+    "versioned_index_name",
+]
+
+INDEX_VERSION_WIDTH = 6
+#: A digest of each document's stored content (``_models.content_hash``): read as a doc value to skip
+#: documents indexed again unchanged; added to indices made before it (a new field is always accepted).
+CONTENT_HASH: dict[str, Any] = {"type": "keyword", "index": False}
+#: A document's payload (``Document.payload``): kept in ``_source`` exactly as given, never indexed.
+PAYLOAD: dict[str, Any] = {"type": "object", "enabled": False}
+#: Each ``metadata.<key>`` value: a keyword (terms, facets), with a ``num`` and a ``date`` sub-field holding it
+#: as a number / a date where it parses as one (else left out of that sub-field, never an error): what a filter
+#: with a numeric or date value compares (``storage._dsl.filters``). Dates: ISO-8601 only, so that a number is
+#: never read as epoch milliseconds.
+METADATA_VALUE: dict[str, Any] = {
+    "type": "keyword",
+    "ignore_above": 1024,
+    "fields": {
+        "num": {"type": "double", "ignore_malformed": True},
+        "date": {"type": "date", "format": "strict_date_optional_time", "ignore_malformed": True},
+    },
+}
+DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
+    {"metadata_keywords": {"path_match": "metadata.*", "mapping": METADATA_VALUE}}
+]
+#: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
+#: 3: each passage's title and text indexed too (not stored: BM25 reads the passages); 4: every document's
+#: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
+#: (a short document costs what it costs without passages).
+MAPPING_VERSION = 1
+PASSAGES_MAPPING_VERSION = 4
+#: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
+BUILDING = "building"
+
+
+#: Analyzers this library defines in each index's own settings (``ES_ANALYZER`` names one, or any analyzer
+#: the server has). ``english_folded`` (the default) is Elasticsearch's ``english`` analyzer — possessives,
+#: lowercase, English stopwords, Porter stemming — with accents folded after lowercasing, so "cafe naive
+#: resume" matches "Café naïve résumé" and "Nestle" matches "Nestlé" (and the other way round). Its filters
+#: exist in every full distribution (analysis-common) and in the local launcher's analysis plugin; on text
+#: without accents it gives the same tokens as ``english``.
+DEFINED_ANALYZERS: dict[str, dict[str, Any]] = {
+    "english_folded": {
+        "filter": {
+            "english_folded_possessive": {"type": "stemmer", "language": "possessive_english"},
+            "english_folded_stop": {"type": "stop", "stopwords": "_english_"},
+            "english_folded_stemmer": {"type": "stemmer", "language": "english"},
+        },
+        "analyzer": {
+            "english_folded": {
+                "type": "custom",
+                "tokenizer": "standard",
+                "filter": [
+                    "english_folded_possessive",
+                    "lowercase",
+                    "asciifolding",
+                    "english_folded_stop",
+                    "english_folded_stemmer",
+                ],
+            }
+        },
+    }
+}
+
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
+
+
+def valid_target(index: str) -> str:
+    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters."""
+    names = index.split(",")
+    bad = [n for n in names if not _INDEX_NAME.match(n)]
+    if bad:
+        raise InvalidQuery(f"invalid index name(s) {bad}: lowercase letters, digits, '.', '_', '-'; no wildcards")
+    return index
+
+
+def index_meta(mappings: Any, index: str) -> dict[str, Any]:
+    """``index``'s ``_meta`` in a get-mapping (or get-index) answer (the first index's when ``index`` is not a
+    key: an alias), or {} for anything else (a proxy's page, a stub's answer)."""
+    if not isinstance(mappings, Mapping) or not mappings:
+        return {}
+    found = mappings.get(index, next(iter(mappings.values())))
+    mapping = found.get("mappings") if isinstance(found, Mapping) else None
+    meta = mapping.get("_meta") if isinstance(mapping, Mapping) else None
+    return dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def versioned_index_name(alias: str, version: int) -> str:
+    return f"{alias}-{version:0{INDEX_VERSION_WIDTH}d}"
+
+
+def next_index_name(alias: str, existing: list[str]) -> str:
+    pattern = re.compile(rf"^{re.escape(alias)}-(\d{{{INDEX_VERSION_WIDTH}}})$")
+    versions = [int(m.group(1)) for name in existing if (m := pattern.match(name))]
+    return versioned_index_name(alias, max(versions, default=0) + 1)
+
+
+def vector_index_for(server: tuple[int, int] | None) -> str:
+    """The HNSW variant new indices get on a server of ``server`` (major, minor): ``int8_hnsw`` (vectors
+    quantized to a byte per dimension, a quarter of the memory) from 8.14, where Elasticsearch made it the
+    default; plain ``hnsw`` (floats) on 8.12-8.13, whose int8 quantization misranks vectors with many zero
+    dimensions (seen on 8.12.2: a one-word match scored below unrelated documents). Unknown: ``int8_hnsw``."""
+    return "hnsw" if server is not None and server < (8, 14) else "int8_hnsw"
+
+
+def index_body(
+    *,
+    vector_index: str = "int8_hnsw",
+    dimensions: int,
+    normalized: bool,
+    model_id: str,
+    analyzer: str,
+    shards: int = 1,
+    replicas: int | None = None,
+    passages: PassageSetting | None = None,
+) -> dict[str, Any]:
+    """Settings and mappings for one concrete index.
+
+    - ``dynamic: strict``: a field we did not design is an error, not a silent new mapping;
+      ``metadata.*`` is the one open place, and only as keywords (with a number and a date sub-field each:
+      ``METADATA_VALUE``).
+    - ``embedding`` (the head: what the model reads of title + text): ``dot_product`` for unit vectors (same
+      ranking as cosine, cheaper), else ``cosine``; HNSW with int8 quantisation (the default from 8.14,
+      written out so 9.x's ``bbq_hnsw`` default does not change behaviour between server versions; plain
+      ``hnsw`` on 8.12-8.13: :func:`vector_index_for`).
+    - with ``passages``: every document's head vector is indexed flat in ``embedding``, as without passages:
+      a document that fits the model's window is stored and searched exactly as in an index without them.
+      Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
+      the text; ``vector``; the head's first): the kNN leg scores a document by the better of its head and
+      its best passage (``storage._dsl.queries.knn_request``). Each passage's text is indexed too (BM25 scores
+      a long document by the better of its whole text and its best passage: ``bm25_request``). Passage
+      vectors and texts are left out of ``_source`` (the offsets stay): stored as JSON, a long document's
+      passage vectors made its ``_source`` ten times larger and every fetch of it slower. (A filtered
+      ``_source`` makes Elasticsearch keep a whole copy of each document written, ``_recovery_source``,
+      until its peer-recovery retention lease has moved past it and the segment holding it is merged: a
+      fresh index is larger for a while, with or without passages in it.) Indices built before (version
+      2-3: every document nested, the head included, ``embedding`` not indexed) are still searched as they
+      were, until ``reembed()``.
+    - ``_meta`` records the model, dims and passage setting so a mismatch is caught at start-up.
+    """
+    text_field = {"type": "text", "analyzer": analyzer}
+    similarity = "dot_product" if normalized else "cosine"
+    vector = {
+        "type": "dense_vector",
+        "dims": dimensions,
+        "index": True,
+        "similarity": similarity,
+        "index_options": {"type": vector_index, "m": 16, "ef_construction": 100},
+    }
+    embedding_meta: dict[str, Any] = {"model_id": model_id, "dimensions": dimensions, "normalized": normalized}
+    properties: dict[str, Any] = {
+        "title": text_field,
+        "text": text_field,
+        "ticker": {"type": "keyword"},
+        "doc_type": {"type": "keyword"},
+        "source": {"type": "keyword"},
+        "tenant_id": {"type": "keyword"},
+        "published_at": {"type": "date"},
+        "metadata": {"type": "object", "dynamic": True},
+        "content_hash": CONTENT_HASH,
+        "payload": PAYLOAD,
+        "embedding": vector,
+    }
+    mappings: dict[str, Any] = {"dynamic": "strict"}
+    if passages is not None:
+        embedding_meta["passages"] = passages.to_meta()
+        properties["passages"] = {
+            "type": "nested",
+            "properties": {
+                "start": {"type": "integer", "index": False},
+                "end": {"type": "integer", "index": False},
+                "vector": vector,
+                "text": text_field,
+            },
+        }
+        mappings["_source"] = {"excludes": ["passages.vector", "passages.text"]}
+    analysis = DEFINED_ANALYZERS.get(analyzer)
+    return {
+        "settings": {
+            **({"analysis": analysis} if analysis else {}),
+            "index": {
+                "number_of_shards": shards,
+                # Default: one replica as soon as a second node exists (a node loss loses no data), none
+                # on a single node (where it could never be allocated and the index would stay yellow).
+                **({"auto_expand_replicas": "0-1"} if replicas is None else {"number_of_replicas": replicas}),
+                "refresh_interval": "1s",
+            },
+        },
+        "mappings": {
+            **mappings,
+            "_meta": {
+                "mapping_version": MAPPING_VERSION if passages is None else PASSAGES_MAPPING_VERSION,
+                "embedding": embedding_meta,
+            },
+            "dynamic_templates": DYNAMIC_TEMPLATES,
+            "properties": properties,
+        },
+    }
+
+
+def stored_passages(embedding_meta: Mapping[str, Any] | None) -> PassageSetting | None:
+    """The passage setting an index recorded (``_meta.embedding.passages``), None for an index without."""
+    raw = (embedding_meta or {}).get("passages")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return PassageSetting.from_meta(raw)
+    except ValueError:
+        return None
+
+
+def building_versions(versions: dict[str, Any]) -> list[str]:
+    """The versions an interrupted (or running) reembed left: ``_meta.reembed.state == "building"``."""
+    return sorted(
+        name
+        for name, info in versions.items()
+        if info.get("mappings", {}).get("_meta", {}).get("reembed", {}).get("state") == BUILDING
+    )

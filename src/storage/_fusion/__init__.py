@@ -1,0 +1,1 @@
+"""Fusing ranked lists (RRF, DBSF, weighted) and the fusion setting. Pure."""

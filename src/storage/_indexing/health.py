@@ -1,0 +1,81 @@
+"""``health()``: what the client knows of the cluster, the alias and its own dependencies, in one dict."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._dsl.mapping import building_versions
+from .._errors import AccessDenied
+from .._fusion.setting import configured_fusion
+from .indices import IndexManager
+
+__all__ = ["health"]
+
+
+async def health(m: IndexManager) -> dict[str, Any]:
+    """Cluster status, server version, license, the index's stats, the versions a reembed is building, the
+    fusion in force and the client's breakers (each part the credentials may not see: left empty)."""
+    b = m.backend
+
+    async def optional(call: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+        """Cluster-level facts need the `monitor` privilege, which an application key may lack."""
+        try:
+            return dict((await b.es_call(call)).body)
+        except AccessDenied:
+            return {}
+
+    # Not GET /: the root endpoint is a module (rest-root) that minimal distributions leave out.
+    nodes = (await optional(lambda: b.es.nodes.info(metric="process"))).get("nodes", {})
+    versions = sorted({str(n.get("version")) for n in nodes.values()}) or ["unknown (no monitor privilege)"]
+    cluster = await optional(lambda: b.es.cluster.health())
+    lic = (await optional(lambda: b.es.license.get())).get("license", {}).get("type", "unknown")
+    stats = await b.es_call(lambda: b.es.options(ignore_status=404).indices.stats(index=m.alias, metric="docs,store"))
+    indices = stats.body.get("indices", {}) if stats.meta.status == 200 else {}
+    # The documents a user wrote: ``_count`` counts top-level documents only, where the stats' docs count
+    # every Lucene document (each nested passage is one).
+    documents = await m.count_all(m.alias) if indices else 0
+    try:
+        building = building_versions(await m.versions())
+    except AccessDenied:
+        building = []
+    # The fusion a search of the alias uses when the call passes none, and where each part comes from.
+    s = b.settings
+    target = await b.metadata.read_target(m.alias)
+    in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), target.fusion)
+    out: dict[str, Any] = {
+        "cluster": {
+            "name": cluster.get("cluster_name"),
+            "status": cluster.get("status"),
+            "nodes": cluster.get("number_of_nodes"),
+        },
+        "version": ", ".join(versions),
+        "license": lic,
+        "index": {
+            "alias": m.alias,
+            "exists": bool(indices),
+            "indices": sorted(indices),
+            "documents": documents,
+            "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
+            # Versions a reembed is building (or an interrupted one left): not searched yet.
+            "building": building,
+            # A search reads nested passages (some document is longer than the model's window, or the
+            # index predates mapping version 4); else it costs what an index without passages does.
+            "searches_passages": target.searches_passages,
+        },
+        "breakers": {
+            dep: {
+                "state": r.state,
+                "calls": r.calls,
+                "attempts": r.attempts,
+                "retries": r.retries,
+                "rejected_open": r.rejected_open,
+            }
+            for dep, r in b.resilience.items()
+        },
+        "embeddings": {"model": b.embedder.model_id, "dimensions": b.embedder.dimensions},
+        "fusion": {**in_force.to_meta(), "sources": sources},
+    }
+    if b.reranker is not None:
+        out["reranker"] = {"model": b.reranker.model_id}
+    return out

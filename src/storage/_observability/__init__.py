@@ -1,0 +1,1 @@
+"""Structured logs, tracing spans, search telemetry and the Kibana objects."""

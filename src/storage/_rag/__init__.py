@@ -1,0 +1,1 @@
+"""Answers with citations: the context and the answering service."""

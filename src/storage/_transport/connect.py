@@ -1,0 +1,63 @@
+"""The Elasticsearch client a :class:`SearchClient` makes from its settings: hosts or Cloud ID, credentials
+and TLS, one retry layer (ours), node failover, the fast serializer, the compatibility header."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elasticsearch import AsyncElasticsearch
+from elasticsearch.serializer import OrjsonSerializer
+
+from .._errors import ConfigurationError, ElasticsearchNotConfigured
+from .._settings import SearchSettings
+from .compat import CompatibleTransport
+
+__all__ = ["elasticsearch_client"]
+
+
+def elasticsearch_client(s: SearchSettings) -> AsyncElasticsearch:
+    """An ``AsyncElasticsearch`` for settings ``s`` (:class:`ElasticsearchNotConfigured` without a URL or a
+    Cloud ID; :class:`ConfigurationError` for settings elasticsearch-py refuses)."""
+    hosts = s.hosts()
+    if not hosts and not s.cloud_id:
+        raise ElasticsearchNotConfigured()
+    auth: dict[str, Any] = {"ca_certs": s.ca_certs} if s.ca_certs else {}
+    if s.ssl_assert_fingerprint:
+        auth["ssl_assert_fingerprint"] = s.ssl_assert_fingerprint
+    if s.cloud_id:
+        auth["cloud_id"] = s.cloud_id
+    if s.api_key is not None:
+        auth["api_key"] = s.api_key.get_secret_value()
+    elif s.username is not None:
+        auth["basic_auth"] = (s.username, s.password.get_secret_value() if s.password else "")
+    sniff = s.sniff_on_start or s.sniff_on_node_failure
+    # Only when asked: passing any sniff option (even False) installs elasticsearch-py's sniff callback,
+    # whose requests use the transport's default retries (3) and outlive a closed client.
+    sniffing: dict[str, Any] = {}
+    if sniff:
+        sniffing = {
+            "sniff_on_start": s.sniff_on_start,
+            "sniff_on_node_failure": s.sniff_on_node_failure,
+            "min_delay_between_sniffing": s.sniff_min_delay_s,
+        }
+    try:
+        return AsyncElasticsearch(
+            hosts or None,
+            request_timeout=s.request_timeout_s,
+            # One retry layer only (ours). The transport keeps node failover for multi-node clusters (on
+            # connection errors and timeouts) and never retries statuses by itself (it would, at once).
+            max_retries=max(len(hosts) - 1, 2 if sniff else 0),
+            retry_on_status=(),
+            # With several nodes a timed-out node is failed over too (the transport marks it dead): a hung node
+            # costs a search one request timeout (half the leg budget, Backend.leg_request_timeout_s).
+            retry_on_timeout=len(hosts) > 1 or sniff,
+            verify_certs=s.verify_certs,
+            # orjson: request bodies carry a query vector, which the standard library encodes ~30x slower.
+            serializer=OrjsonSerializer(),
+            # Whatever client major is installed, the compatibility header the server accepts (compat).
+            transport_class=CompatibleTransport,
+            **sniffing,
+            **auth,
+        )
+    except ValueError as exc:  # e.g. TLS options with an http:// URL
+        raise ConfigurationError(f"invalid Elasticsearch connection settings: {exc}") from None

@@ -1,0 +1,295 @@
+"""What a client knows about the indices it reads, kept so that a search pays a dict lookup for it.
+
+- **The vectors of each concrete index**: its ``_meta.embedding`` (the model, the passage setting). A
+  concrete index's vectors never change, so it is read once per index and kept for the client's life; the
+  kNN leg checks the index it searched against the client's embedder with one lookup.
+- **What a search of each target needs** (:class:`TargetInfo`): the fusion stored with it (``_meta.fusion``,
+  written by ``tune(apply=True)``; see ``storage._fusion.setting``) and its layout (passages or one vector
+  per document: what its kNN leg searches). Read when a client is entered (or first searches a target), then
+  refreshed in the background once a minute, so a new tuning or a reembed's new version reaches running
+  clients and a search never waits for it.
+
+Every lookup is one attempt of at most :data:`METADATA_TIMEOUT_S`, **outside** the resilience stack: a
+search never depends on it (a failed lookup keeps the last value and is tried again after
+:data:`LOOKUP_RETRY_S`), and a struggling cluster must not see retries for it, nor its breaker count them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cachetools import LRUCache
+from elasticsearch import AsyncElasticsearch
+
+from .._dsl.mapping import index_meta, stored_passages
+from .._errors import AccessDenied
+from .._fusion.setting import FusionSetting, stored_setting
+from .._observability.tracing import without_request_spans
+from ..passages import PassageSetting
+from .translate import map_es_error
+
+__all__ = [
+    "CACHED_TARGETS",
+    "FUSION_RECHECK_S",
+    "LOOKUP_RETRY_S",
+    "METADATA_TIMEOUT_S",
+    "IndexMetadata",
+    "TargetInfo",
+    "target_info",
+]
+
+#: How long a client keeps the fusion stored with an index before it looks again (a search after that reads
+#: the index's mapping once, in the background): a new ``tune --apply`` reaches running clients within this.
+FUSION_RECHECK_S = 60.0
+#: A lookup that failed (the search went on without it) is tried again after this: one lookup per few
+#: seconds while Elasticsearch struggles, not one per search.
+LOOKUP_RETRY_S = 5.0
+#: A metadata lookup is one attempt of at most this long (entering a client waits for one, at most this).
+METADATA_TIMEOUT_S = 2.0
+#: Targets (and concrete indices) whose metadata a client keeps: far more than a service searches at once;
+#: one more is a lookup, not an error.
+CACHED_TARGETS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """What a search of a target (an alias, or explicit indices) needs from its indices' ``_meta``."""
+
+    #: The fusion setting stored with it (tuned), or None.
+    fusion: FusionSetting | None = None
+    #: Every index of the target has passages: its kNN leg searches them (else the head ``embedding``).
+    passages: bool = False
+    #: The passage setting its newest index was built with (what writes to it use), or None.
+    passage_setting: PassageSetting | None = None
+    #: Its newest index records each document's content hash (writes skip unchanged documents).
+    content_hash: bool = False
+    #: The mapped type of each ``metadata.<key>`` in any of its indices (what a facet may count).
+    metadata_types: Mapping[str, str] = field(default_factory=dict)
+    #: Every index of the target holds its passages' text (BM25 reads each passage; storage._dsl.queries).
+    passage_text: bool = False
+    #: Its newest index does (what writes to it give each passage).
+    writes_passage_text: bool = False
+    #: Every index of the target has each document's head vector indexed flat (``embedding``): one vector per
+    #: document, or passages built since mapping version 4 (only long documents nested). False for an index
+    #: read in passages built before (every vector nested, the head included).
+    head_vectors: bool = True
+    #: Its newest index is read in passages the old way: writes give every document a nested head.
+    writes_nested_heads: bool = False
+    #: Some document of the target has nested passages (one longer than the model's window), or it is not
+    #: known. Where every head is flat and no document is long, a search sends the head-only requests.
+    long_documents: bool = True
+    #: The embedding model its newest index records (what writes to it must embed with), or None.
+    model_id: str | None = None
+
+    @property
+    def searches_passages(self) -> bool:
+        """A search reads nested passages: the target has them and (with flat heads) some document is long."""
+        return self.passages and (self.long_documents or not self.head_vectors)
+
+
+def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> TargetInfo:
+    """A get-mapping (or get-index) answer's :class:`TargetInfo` (``long_documents``: what a look at the
+    documents found, see :meth:`IndexMetadata.read_target`)."""
+    if not mappings:
+        return TargetInfo()
+    newest = sorted(mappings)[-1]
+    layouts = [_has_passages(info) for info in mappings.values()]
+    embedding = index_meta(mappings, newest).get("embedding")
+    setting = stored_passages(embedding)
+    model = embedding.get("model_id") if isinstance(embedding, Mapping) else None
+    props = mappings[newest].get("mappings", {}).get("properties", {}) if isinstance(mappings[newest], Mapping) else {}
+    texts = [_has_passage_text(info) for info in mappings.values()]
+    return TargetInfo(
+        stored_setting(mappings),
+        all(layouts),
+        setting,
+        "content_hash" in props,
+        _metadata_types(mappings),
+        passage_text=all(texts),
+        writes_passage_text=_has_passage_text(mappings[newest]),
+        head_vectors=all(_has_head_vector(info) for info in mappings.values()),
+        writes_nested_heads=_has_passages(mappings[newest]) and not _has_head_vector(mappings[newest]),
+        long_documents=long_documents,
+        model_id=str(model) if model is not None else None,
+    )
+
+
+def _metadata_types(mappings: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for info in mappings.values():
+        props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+        keys = props.get("metadata", {}).get("properties", {}) if isinstance(props, Mapping) else {}
+        for key, spec in keys.items() if isinstance(keys, Mapping) else ():
+            if isinstance(spec, Mapping) and "type" in spec:
+                out.setdefault(str(key), str(spec["type"]))
+    return out
+
+
+def _has_passages(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    return isinstance(props, Mapping) and props.get("passages", {}).get("type") == "nested"
+
+
+def _has_head_vector(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    embedding = props.get("embedding") if isinstance(props, Mapping) else None
+    return isinstance(embedding, Mapping) and embedding.get("index", True) is not False
+
+
+def _has_passage_text(info: Any) -> bool:
+    props = info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {}
+    passages = props.get("passages", {}) if isinstance(props, Mapping) else {}
+    return _has_passages(info) and "text" in (passages.get("properties") or {})
+
+
+class IndexMetadata:
+    """The per-client cache of indices' ``_meta`` (see the module docstring). No per-request state.
+    ``assume_passages``: the layout a target is searched with while its mapping cannot be read (the layout
+    this client creates)."""
+
+    def __init__(self, es: AsyncElasticsearch, check_open: Callable[[], None], *, assume_passages: bool) -> None:
+        self._es = es
+        self._check_open = check_open
+        self._unknown = TargetInfo(passages=assume_passages)
+        #: Concrete index -> its ``_meta.embedding`` (None: not recorded, or not readable with these
+        #: credentials, or a lookup that failed and will be tried again). Bounded: the least recently used
+        #: go first (a service searching many indices keeps the ones it uses).
+        self.embeddings: MutableMapping[str, dict[str, Any] | None] = LRUCache(CACHED_TARGETS)
+        #: Search target -> (when to look again, what a search of it needs). Bounded likewise: the keys come
+        #: from callers (``index=``), and a client lives as long as its process.
+        self.targets: MutableMapping[str, tuple[float, TargetInfo]] = LRUCache(CACHED_TARGETS)
+        self._refreshing: dict[str, asyncio.Task[TargetInfo]] = {}
+
+    def close(self) -> None:
+        """Stop any background lookup."""
+        for task in list(self._refreshing.values()):
+            task.cancel()
+
+    @functools.cached_property
+    def _client(self) -> AsyncElasticsearch:
+        """The client for metadata a search can do without (made once): a short timeout, no retry."""
+        return without_request_spans(self._es.options(request_timeout=METADATA_TIMEOUT_S, max_retries=0))
+
+    async def _mappings(self, target: str) -> tuple[dict[str, Any] | None, bool]:
+        """``GET <target>/_mapping``: (the answer or None, whether a failure is lasting: no privilege, no such
+        index)."""
+        self._check_open()
+        try:
+            resp = await self._client.options(ignore_status=404).indices.get_mapping(index=target)
+        except Exception as exc:
+            return None, isinstance(map_es_error(exc), AccessDenied)
+        if resp.meta.status != 200 or not isinstance(resp.body, dict):
+            return None, resp.meta.status == 404
+        return dict(resp.body), False
+
+    # -- the vectors of a concrete index -----------------------------------------------------------------
+
+    async def embedding(self, index: str) -> dict[str, Any] | None:
+        """``index``'s ``_meta.embedding`` (looked up once, then a dict lookup). A lookup that fails skips the
+        check, never the search: for good without the privilege to read it (``view_index_metadata``);
+        otherwise the next search after :data:`LOOKUP_RETRY_S` tries again."""
+        if index in self.embeddings:
+            return self.embeddings[index]
+        found, lasting = await self._mappings(index)
+        if found is None and not lasting:
+            self.embeddings[index] = None
+            asyncio.get_running_loop().call_later(LOOKUP_RETRY_S, self.embeddings.pop, index, None)
+            return None
+        recorded = index_meta(found or {}, index).get("embedding")
+        meta = dict(recorded) if isinstance(recorded, Mapping) else None
+        self.embeddings[index] = meta
+        return meta
+
+    def forget_embedding(self, index: str) -> None:
+        self.embeddings.pop(index, None)
+
+    # -- what a search of a target needs ------------------------------------------------------------------
+
+    async def read_target(self, target: str) -> TargetInfo:
+        """Read what a search of ``target`` needs now, and keep it for :data:`FUSION_RECHECK_S` (a failed
+        lookup keeps the last value for :data:`LOOKUP_RETRY_S`)."""
+        cached = self.targets.get(target)
+        found, lasting = await self._mappings(target)
+        if found is None and not lasting:
+            stale = cached[1] if cached is not None else self._unknown
+            self.targets[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
+            return stale
+        info = target_info(found, long_documents=await self._long_documents(target, found)) if found else self._unknown
+        self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, info)
+        return info
+
+    async def _long_documents(self, target: str, mappings: Mapping[str, Any]) -> bool:
+        """Whether ``target`` holds a document with nested passages: one ``size: 0`` search that stops at the
+        first, asked only of a target whose heads are flat (mapping version 4, where only long documents are
+        nested). Not known (a failed look): True, the request that finds every document."""
+        info = target_info(mappings)
+        if not info.passages or not info.head_vectors:
+            return True
+        try:
+            resp = await self._client.search(
+                index=target,
+                size=0,
+                terminate_after=1,
+                track_total_hits=1,
+                query={"nested": {"path": "passages", "query": {"match_all": {}}}},
+            )
+        except Exception:
+            return True
+        total = resp.body.get("hits", {}).get("total", {})
+        return not isinstance(total, Mapping) or total.get("value", 1) != 0
+
+    def saw_long_documents(self) -> None:
+        """A write of this client is giving a target long documents (nested passages): every target known to
+        have none is searched with its passages from now on (other clients see them at their next look, within
+        :data:`FUSION_RECHECK_S`; until then they find those documents by their heads)."""
+        for target, (when, info) in list(self.targets.items()):
+            if not info.long_documents:
+                self.targets[target] = (when, dataclasses.replace(info, long_documents=True))
+
+    async def target(self, target: str) -> TargetInfo:
+        """What a search of ``target`` needs, as a search asks: a dict lookup. Read (and waited for) once, when
+        a client first searches a target it has not read (entering the client and ``ensure_index()`` read the
+        alias's); then refreshed in the background once a minute."""
+        cached = self.targets.get(target)
+        if cached is None:
+            return await self.read_target(target)
+        if cached[0] <= time.monotonic():
+            self._refresh(target)
+        return cached[1]
+
+    def remember(self, target: str, mappings: Mapping[str, Any], *, empty: bool = False) -> None:
+        """Keep what ``mappings`` says (a get-index or get-mapping answer the caller has anyway); whether the
+        target holds long documents stays what was last seen (``empty``: an index just created has none)."""
+        cached = self.targets.get(target)
+        long_documents = not empty and (cached is None or cached[1].long_documents)
+        self.targets[target] = (
+            time.monotonic() + FUSION_RECHECK_S,
+            target_info(mappings, long_documents=long_documents),
+        )
+
+    def forget(self, target: str) -> None:
+        self.targets.pop(target, None)
+
+    def _refresh(self, target: str) -> None:
+        """Look the target up again in the background (a search never waits for it); one at a time per target,
+        cancelled when the client closes."""
+        if target in self._refreshing:
+            return
+        try:
+            self._check_open()
+        except Exception:
+            return
+        task = asyncio.get_running_loop().create_task(self.read_target(target), name="storage-metadata-refresh")
+        self._refreshing[target] = task
+        task.add_done_callback(lambda done: self._lookup_done(target, done))
+
+    def _lookup_done(self, target: str, task: asyncio.Task[TargetInfo]) -> None:
+        self._refreshing.pop(target, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a client closing under a lookup is nothing to report

@@ -1,0 +1,1 @@
+"""Value types: documents, results, answers, requests, the answer prompt. Pure."""

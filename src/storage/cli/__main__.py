@@ -1,0 +1,5 @@
+"""``python -m storage.cli``: the ``hybrid-search`` command without its console script."""
+
+from . import main
+
+raise SystemExit(main())
