@@ -71,8 +71,8 @@ class SearchClient:
     ) -> None:
         self._es = es
         self._settings = settings if settings is not None else SearchSettings()
-        #: What :meth:`aclose` closes: what this client made (``from_settings``), or what it was given with
-        #: ``owns_clients=True``. A client or provider the caller made and passed is the caller's to close.
+        #: What :meth:`aclose` closes: with ``owns_clients`` (``from_settings`` sets it), ``es`` and the providers;
+        #: else nothing — a client or provider the caller made and passed to the constructor is the caller's.
         self._closers: tuple[Callable[[], Awaitable[None]], ...] = (
             _closers(es, embedder, reranker, llm) if owns_clients else ()
         )
@@ -161,12 +161,8 @@ class SearchClient:
             chat = llm if llm is not None else create_llm()
         except ProviderConfigError as exc:
             raise ConfigurationError(str(exc)) from exc
-        client = cls(es, emb, s, reranker=rer, llm=chat)
-        # It closes what it made; the providers given here are the caller's.
-        client._closers = _closers(
-            es, *(made if given is None else None for made, given in ((emb, embedder), (rer, reranker), (chat, llm)))
-        )
-        return client
+        # It owns what it made and what it was given here (a factory takes them over): aclose() closes them.
+        return cls(es, emb, s, reranker=rer, llm=chat, owns_clients=True)
 
     async def __aenter__(self) -> Self:
         self._backend.check_open()
@@ -201,8 +197,8 @@ class SearchClient:
         return sink
 
     async def aclose(self) -> None:
-        """Close what this client owns: the Elasticsearch client and the model providers it made (from
-        :meth:`from_settings`), or was given with ``owns_clients=True``. Idempotent."""
+        """Close what this client owns: the Elasticsearch client and the model providers of a client made by
+        :meth:`from_settings`, or given to the constructor with ``owns_clients=True``. Idempotent."""
         b = self._backend
         if b.closed:
             return

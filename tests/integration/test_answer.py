@@ -344,7 +344,7 @@ async def test_a_stream_cut_mid_answer_ends_with_a_degraded_final_event(
     assert isinstance(events[-1], AnswerDone)
     final = events[-1].answer
     assert final.answer is None
-    assert final.degraded_reason in ("llm_unavailable", "llm_bad_response")
+    assert final.degraded_reason in ("llm_disconnected", "llm_bad_response")  # (the server died mid-answer)
     assert final.entries
 
 

@@ -360,9 +360,11 @@ class _Counting(HashingEmbedder):
         self.closed += 1
 
 
-async def test_a_client_closes_only_what_it_made_never_what_it_was_given(settings: SearchSettings) -> None:
-    """The caller's Elasticsearch client and embedder outlive the SearchClient they were lent to (and the
-    providers given to from_settings too); with owns_clients=True the client closes what it was given."""
+async def test_a_client_closes_what_it_was_lent_only_when_told_and_a_factory_owns_what_it_is_given(
+    settings: SearchSettings,
+) -> None:
+    """The caller's Elasticsearch client and embedder outlive the SearchClient they were lent to; with
+    owns_clients=True the client closes them; from_settings() owns what it makes and what it is given."""
     es = AsyncElasticsearch(settings.url, request_timeout=10)
     try:
         mine = _Counting(dimensions=64)
@@ -372,10 +374,10 @@ async def test_a_client_closes_only_what_it_made_never_what_it_was_given(setting
         assert mine.closed == 0
         async with SearchClient.from_settings(settings, embedder=mine) as made:
             await made.ensure_index()
-        assert mine.closed == 0
+        assert mine.closed == 1
         owner = SearchClient(es, mine, settings, owns_clients=True)
         await owner.aclose()
-        assert mine.closed == 1
+        assert mine.closed == 2
     finally:
         await es.close()
 

@@ -102,15 +102,20 @@ async def test_a_model_change_moves_the_alias_while_searches_every_100_ms_all_su
         await new.ensure_index()  # the error says how to move
     seen: list[IndexProgress] = []
     reembed = asyncio.create_task(new.reembed(progress=seen.append))
-    searches = failures = 0
+    searches = 0
+    reasons: list[str | None] = []
     while not reembed.done():
         res = await old_index.search("cloud growth", limit=5)
         searches += 1
-        failures += res.degraded
+        reasons.append(res.degraded_reason)
         await asyncio.sleep(0.1)
     report = await reembed
     assert searches >= 3
-    assert failures == 0  # until the move, the old clients search the old version, both legs
+    # Until the move, the old clients search the old version, both legs; after it (the run lifts its write
+    # block last), a client of the old model gets BM25 only, said so.
+    moved = reasons.index("model_mismatch") if "model_mismatch" in reasons else len(reasons)
+    assert reasons[:moved] == [None] * moved
+    assert set(reasons[moved:]) <= {"model_mismatch"}
     assert report.promoted
     assert (report.source, report.target) == (f"{settings.index}-000001", f"{settings.index}-000002")
     assert (report.previous_model, report.model) == (models[OLD].model_id, models[NEW].model_id)
