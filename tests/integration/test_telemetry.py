@@ -84,7 +84,9 @@ async def test_search_events_land_in_the_data_stream_with_the_fields_the_dashboa
     await client.search("revenue", facets=["ticker"], group_by="ticker")
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1, reset_timeout_s=60)
-    async with SearchClient(client.elasticsearch, dead, settings, owns_clients=False, policies={"embeddings": policy}) as c:
+    async with SearchClient(
+        client.elasticsearch, dead, settings, owns_clients=False, policies={"embeddings": policy}
+    ) as c:
         await c.enable_telemetry(data_stream=telemetry_stream)  # its own sink: flushed when it closes
         await c.search("revenue")  # degraded: the embedder is down; its breaker opens
     await dead.aclose()

@@ -54,7 +54,9 @@ async def test_no_search_path_ever_returns_another_tenants_document(
     dead = OpenAIEmbedder(model="m", dimensions=64, base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1)
     policy = ResiliencePolicy(attempts=1, fail_max=1000)
     s = settings.model_copy(update={"multi_tenant": True})
-    async with SearchClient(tenanted.elasticsearch, dead, s, owns_clients=False, policies={"embeddings": policy}) as degraded:
+    async with SearchClient(
+        tenanted.elasticsearch, dead, s, owns_clients=False, policies={"embeddings": policy}
+    ) as degraded:
         for _ in range(25):
             tenant = rng.choice(TENANTS)
             query = " ".join(rng.sample(VOCAB, rng.randint(1, 4)))
