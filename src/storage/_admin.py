@@ -92,7 +92,7 @@ class Indices:
         """Create the next versioned index (``<alias>-000002``...) for the client's embedder, *not* aliased.
 
         Write into it with ``index_documents(docs, index=name)``, then :meth:`promote` moves the alias
-        atomically: searches never see a half-built index. (``client.reembed()`` does all of it.)"""
+        atomically: searches never see a half-built index. (``client.indices.reembed()`` does all of it.)"""
         return await self._m.create_index_version()
 
     async def promote(self, name: str, *, delete_old: bool = False) -> None:

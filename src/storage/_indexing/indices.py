@@ -431,8 +431,8 @@ class IndexManager:
                 raise ModelMismatch(
                     f"index {name} was built with {model!r}, the embedder is {emb.model_id!r}: vectors of two "
                     f"models never share an index. To move {alias!r} to {emb.model_id!r} with no downtime, run "
-                    f"`hybrid-search reembed` (or `await client.reembed()`) with this model configured: it builds "
-                    f"a new version and moves the alias when it is complete. To keep {model!r}, configure it "
+                    f"`hybrid-search reembed` (or `await client.indices.reembed()`) with this model configured: it "
+                    f"builds a new version and moves the alias when it is complete. To keep {model!r}, configure it "
                     f"instead (e.g. EMBEDDINGS_MODEL)."
                 )
             self._check_passages(alias, name, meta)
@@ -456,7 +456,7 @@ class IndexManager:
             return
         how = (
             f"To move {alias!r} to the configured setting with no downtime, run `hybrid-search reembed` (or "
-            "`await client.reembed()`): it builds a new version and moves the alias when it is complete."
+            "`await client.indices.reembed()`): it builds a new version and moves the alias when it is complete."
         )
         if b.settings.passages_explicit():
             said = "no passages" if built is None else f"passages of {built.tokens} tokens ({built.overlap} overlap)"

@@ -220,7 +220,7 @@ class Backend:
             raise ModelMismatch(
                 f"the kNN leg searched {index}, built with {model!r}, with a query embedded by "
                 f"{self.embedder.model_id!r}: its hits are left out. Configure {model!r} (EMBEDDINGS_MODEL), or "
-                "move the index to this model with `hybrid-search reembed` / `client.reembed()`."
+                "move the index to this model with `hybrid-search reembed` / `client.indices.reembed()`."
             )
 
     # -- the embedder ----------------------------------------------------------------------------------
