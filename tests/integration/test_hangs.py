@@ -138,7 +138,7 @@ async def test_a_hung_embedder_degrades_hybrid_to_bm25_and_once_its_breaker_open
                 assert res.degraded
                 assert res.legs_failed == ["knn"]
                 assert res.hits
-                assert res.degraded_reason in ("timeout", "connection_error", "circuit_open")
+                assert res.degraded_reason in ("timeout", "connection_error", "disconnected", "circuit_open")
             sent = proxy.requests
             res = await c.search(f"revenue guidance {uuid.uuid4().hex}")
             assert res.degraded
@@ -172,7 +172,12 @@ async def test_a_hung_reranker_returns_the_fused_order_and_once_its_breaker_open
                 assert searches <= FAIL_MAX, "the breaker never saw the hang"
                 res = await c.search("revenue guidance", rerank=True)
                 assert res.degraded
-                assert res.degraded_reason in ("rerank_timeout", "rerank_connection_error", "rerank_circuit_open")
+                assert res.degraded_reason in (
+                    "rerank_timeout",
+                    "rerank_connection_error",
+                    "rerank_disconnected",
+                    "rerank_circuit_open",
+                )
                 assert [h.id for h in res.hits] == fused
             sent = proxy.requests
             res = await c.search("revenue guidance", rerank=True)
@@ -204,7 +209,12 @@ async def test_a_hung_chat_model_gives_the_entries_without_an_answer_and_once_it
                 answer = await c.answer("what is the revenue guidance?")
                 assert answer.answer is None
                 assert answer.entries
-                assert answer.degraded_reason in ("llm_timeout", "llm_unavailable", "llm_circuit_open")
+                assert answer.degraded_reason in (
+                    "llm_timeout",
+                    "llm_unavailable",
+                    "llm_disconnected",
+                    "llm_circuit_open",
+                )
             sent = proxy.requests
             answer = await c.answer("what is the revenue guidance?")
             assert answer.answer is None
