@@ -336,7 +336,8 @@ class SearchClient:
         """Each leg's ranked list before fusion (ids and raw scores, ``window`` deep), through the same plan,
         filters and tenancy as :meth:`search`: what tuning and evaluation fuse in-process. A failed leg
         raises (as a strict search does)."""
-        request = _request(SearchRequest, {**locals(), "strict": True, "highlight": False})
+        # (the lists are ``window`` deep: no page is cut from them, so a page's limit plays no part)
+        request = _request(SearchRequest, {**locals(), "strict": True, "highlight": False, "limit": 1})
         return await self._engine.leg_lists(request)
 
     async def search_tool(

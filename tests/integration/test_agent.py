@@ -80,9 +80,9 @@ async def test_bad_arguments_empty_results_and_documents_read_as_plain_sentences
     assert "'window' is not an argument" in await tool.run({"query": "x", "window": 500})
     assert "not valid JSON" in await tool.run("{query:")
     assert "No matches" in await tool.run({"query": "revenue", "ticker": "NOPE"})
-    doc = await tool.documents.get({"id": "#aapl-1"})
+    doc = await tool.get_document({"id": "#aapl-1"})
     assert doc.startswith("[#aapl-1] Apple cuts revenue guidance\nsource: reuters")
-    assert "No document with id 'nope'" in await tool.documents.get('{"id": "nope"}')
+    assert "No document with id 'nope'" in await tool.get_document('{"id": "nope"}')
 
 
 async def test_a_degraded_search_is_said_in_one_line(client: SearchClient, settings: SearchSettings) -> None:

@@ -42,7 +42,7 @@ async def loaded(settings: SearchSettings) -> AsyncIterator[SearchClient]:
 
 async def _match_set(client: SearchClient, query: str) -> set[str]:
     """The hybrid match set computed another way: every BM25 match, and the kNN leg's window."""
-    legs = await client.retrieve(query, window=100)
+    legs = await client.leg_rankings(query, window=100)
     return {h.id for h in legs["bm25"]} | {h.id for h in legs["knn"]}
 
 
@@ -179,9 +179,11 @@ async def test_a_grouped_walk_reaches_every_group_once_with_stable_pages(setting
         loose = sorted(i for v, group in walked if v is None for i in group)
         assert loose == sorted(d.id for d in WALK_DOCS if d.ticker is None)  # each a group of its own
         # A group with no hit in the head (each leg's top 4) holds its best BM25 matches.
-        head = await client.retrieve("revenue outlook", window=4, limit=4)
+        head = await client.leg_rankings("revenue outlook", window=4)
         head_values = {tickers[h.id] for hits in head.values() for h in hits}
-        scores = {h.id: h.score for h in (await client.retrieve("revenue outlook", mode="bm25", window=100))["bm25"]}
+        scores = {
+            h.id: h.score for h in (await client.leg_rankings("revenue outlook", mode="bm25", window=100))["bm25"]
+        }
         below = [(v, g) for v, g in walked if v is not None and v not in head_values]
         assert below  # the tail was reached
         for value, group in below:

@@ -15,7 +15,6 @@ from storage import ConfigurationError, DependencyUnavailable, Document, Invalid
 from storage._observability.log import query_hash
 from storage._search.rerank import rerank_text
 from storage.agent import SearchTool
-from storage.types import SearchRequest
 
 from .._rerank_server import RerankServer, bm25_scores
 from .._scripted import _free_port
@@ -162,7 +161,7 @@ async def test_rerank_arguments_are_checked_before_anything_is_sent(
         await loaded.search(QUERY, rerank=True)
     with pytest.raises(InvalidQuery, match="rerank_candidates"):
         await reranking.search(QUERY, rerank=True, rerank_candidates=5, limit=10)
-    res = await reranking.search(SearchRequest(query=QUERY, rerank=True, rerank_candidates=8, limit=3))
+    res = await reranking.search(QUERY, rerank=True, rerank_candidates=8, limit=3)
     assert res.rerank is not None
     assert res.rerank.candidates == 8
 

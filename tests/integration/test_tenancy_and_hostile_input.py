@@ -97,7 +97,7 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
         await tenanted.index_documents([Document(id="x", text="y")], on_invalid="raise")
     with pytest.raises(InvalidDocument, match="belongs to tenant"):
         await tenanted.index_documents(
-            [Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2", strict=True
+            [Document(id="x", text="y", tenant_id="tenant-1")], tenant_id="tenant-2", on_invalid="raise"
         )
     report = await tenanted.index_documents(
         [Document(id="x", text="y", tenant_id="tenant-1"), Document(id="z", text="y")], tenant_id="tenant-2"
@@ -138,7 +138,7 @@ async def test_every_read_a_multi_tenant_client_sends_carries_the_tenant_filter(
             pass
         await c.documents.count(tenant_id="tenant-2")
         await c.documents.exist(["tenant-1-1", "tenant-2-1"], tenant_id="tenant-2")
-        await c.retrieve("revenue", tenant_id="tenant-2")
+        await c.leg_rankings("revenue", tenant_id="tenant-2")
     await es.close()
     reads = [(t, b) for m, t, b in _Recording.seen if t.split("?")[0].endswith(("/_search", "/_count", "/_msearch"))]
     assert len(reads) >= 12  # the legs, fuzzy retries, scope tiers, fetches, pages, counts and lookups
