@@ -146,3 +146,31 @@ def test_an_answer_with_no_context_or_a_failed_model_says_so() -> None:
     failed = format_answer(_answer(answer=None, status="llm_failed", degraded_reason="llm_context_too_long"))
     assert failed.startswith("No answer: the answering model failed (llm_context_too_long).")
     assert "Sources:" not in failed
+
+
+def test_a_long_passage_is_cut_around_the_words_that_matched_and_from_its_start_when_the_match_is_semantic() -> None:
+    from storage._dsl.text import around_match
+    from storage.agent._format import snippet
+    from storage.types import Passage
+
+    passage = "Previous human glioblastoma publications have identified many markers. " * 6 + (
+        "The Orvieto ceramic kiln reached a firing temperature of 1,287 degrees in the winter trial."
+    )
+    fragments = ["a <em>firing</em> <em>temperature</em> of 1,287"]
+    hit = SearchHit(
+        id="d1",
+        score=0.1,
+        normalized_score=0.5,
+        source={"text": passage},
+        highlights={"text": fragments},
+        passages=[Passage(start=0, end=len(passage), text=passage, leg="bm25")],
+    )
+    shown = snippet(hit, 120)
+    assert shown.startswith("…")
+    assert "firing temperature of 1,287 degrees" in shown
+    assert len(shown) <= 120
+    assert around_match(passage, [], 120).startswith("Previous human glioblastoma")  # semantic: its start
+    assert around_match("short text", fragments, 120) == "short text"
+    early = around_match(passage, ["<em>Previous</em> human"], 120)
+    assert early.startswith("Previous human")
+    assert len(early) <= 120

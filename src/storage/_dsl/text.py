@@ -13,8 +13,10 @@ PHRASE and WHITESPACE operators enabled, which treats everything else as literal
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .._errors import InvalidQuery
@@ -89,3 +91,24 @@ def clip(text: str, limit: int) -> str:
     cut = text[: max(limit - 1, 0)]
     space = cut.rfind(" ")
     return (cut[:space] if space >= limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
+_MARKED = re.compile(r"<em>(.*?)</em>")
+
+
+def around_match(text: str, fragments: Sequence[str], limit: int) -> str:
+    """``text`` cut to ``limit`` characters around the first word a highlight fragment marks (``<em>``) —
+    from a word boundary a little before it, marked with a leading ellipsis — so that what matched is in
+    view; from the start when nothing marked is in ``text`` (a semantic match) or it fits there already."""
+    if len(text) <= limit:
+        return text
+    for fragment in fragments:
+        for word in _MARKED.findall(fragment):
+            found = re.search(rf"(?<!\w){re.escape(html.unescape(word))}(?!\w)", text, re.IGNORECASE)
+            if found is None:
+                continue
+            if found.end() <= limit - 1:
+                return clip(text, limit)
+            start = text.rfind(" ", 0, max(found.start() - limit // 4, 0)) + 1
+            return "…" + clip(text[start:], limit - 1)
+    return clip(text, limit)

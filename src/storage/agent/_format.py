@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._dsl.text import clip
+from .._dsl.text import around_match, clip
 from .._errors import (
     CircuitOpen,
     DependencyUnavailable,
@@ -38,9 +38,10 @@ def _clip(text: str, limit: int) -> str:
 
 
 def snippet(hit: SearchHit, limit: int) -> str:
-    """The hit's best passage (a long document: the part that matched), else its highlights, else its text."""
-    if hit.passages:
-        return _clip(hit.passages[0].text, limit)
+    """The hit's best passage (a long document: the part that matched, cut around the marked words), else its
+    highlights, else its text."""
+    if hit.passages:  # (around the words the BM25 leg marked when they are in it: what matched, in view)
+        return around_match(_SPACES.sub(" ", hit.passages[0].text).strip(), hit.highlights.get("text") or (), limit)
     fragments = hit.highlights.get("text") or []
     raw = " … ".join(fragments) if fragments else hit.text
     return _clip(html.unescape(_EM.sub("", raw)), limit)

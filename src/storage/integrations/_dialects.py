@@ -5,8 +5,10 @@
 - filters: LangChain's ``filter`` (``{key: value}``; a list value means any of them), LlamaIndex's
   ``MetadataFilters`` (read by duck typing: ``filters``, ``condition``; each ``MetadataFilter``'s ``key``,
   ``operator``, ``value``), Haystack's filter dicts (``{"field": "meta.x", "operator": "==", "value": ...}``
-  and ``{"operator": "AND" | "OR" | "NOT", "conditions": [...]}``) — a list of our filters
-  (``storage._dsl.filters``), which the search then validates like any other.
+  and ``{"operator": "AND" | "OR" | "NOT", "conditions": [...]}``), and the Elasticsearch stores' own filter
+  lists (``[{"term": {"metadata.page": 1}}, {"bool": {...}}]``: ``term``, ``terms``, ``range``, ``exists``,
+  ``ids`` and ``bool``) — a list of our filters (``storage._dsl.filters``), which the search then validates
+  like any other.
 
 One tree, one translation: a comparison is one of our conditions (``==`` a term, ``in`` terms, ``>`` ``>=``
 ``<`` ``<=`` a range, ``== None`` absent, ``!= None`` present), ``!=`` and ``not in`` its :class:`Not`,
@@ -28,6 +30,7 @@ from .._errors import InvalidQuery
 
 __all__ = [
     "count_argument",
+    "elasticsearch_filters",
     "haystack_filters",
     "haystack_store_field",
     "langchain_filter",
@@ -89,6 +92,11 @@ def _comparison(field: str, op: Any, value: Any) -> Filter:
     if op in ("==", "!="):
         if value is None:
             return Exists(field, op == "!=")
+        if isinstance(value, list | tuple):
+            raise InvalidQuery(
+                f"filter {field} {op} a list (the exact set of values) is not supported: "
+                f"use {'in' if op == '==' else 'not in'} for any of them"
+            )
         equal = condition(field, value)
         return equal if op == "==" else Not((equal,))
     if op in ("in", "not in"):
@@ -168,12 +176,17 @@ def llama_index_filters(filters: Any, *, store: bool = False) -> Translated:
     return _translate(_llama_tree(filters), store_field if store else our_field)
 
 
+#: A Haystack document's own fields, which are not its meta (and not filter fields here).
+_HAYSTACK_FIELDS = ("content", "embedding", "sparse_embedding", "blob", "score", "meta")
+
+
 def haystack_store_field(key: str) -> str:
-    """A Haystack document store's field as ours: ``meta.<key>`` is ``metadata.<key>``, ``id`` the document's
-    id; the content (or an embedding) is not a filter field."""
+    """A Haystack document store's field as ours: ``meta.<key>`` — or ``<key>`` alone, which
+    ``ElasticsearchDocumentStore`` reads as the same — is ``metadata.<key>``, ``id`` the document's id; the
+    content (or an embedding) is not a filter field."""
     if key == "id":
         return "id"
-    if not isinstance(key, str) or not key.startswith("meta.") or key == "meta.":
+    if not isinstance(key, str) or key in _HAYSTACK_FIELDS or key in ("", "meta."):
         raise InvalidQuery(f"filter field {key!r}: a document store filters on 'id' and 'meta.<key>' fields")
     return store_field(key)
 
@@ -205,3 +218,100 @@ def haystack_filters(filters: Any, *, store: bool = False) -> dict[str, Any] | T
     if not store and not {"operator", "field", "conditions"} & set(filters):
         return dict(filters)
     return _translate(_haystack_tree(filters), haystack_store_field if store else our_field)
+
+
+#: Elasticsearch range keys -> the comparison operators above.
+_ES_RANGES = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _es_one(kind: str, body: Any) -> tuple[str, Any]:
+    """A leaf clause's ``{field: value}`` (one field, as Elasticsearch requires)."""
+    if not isinstance(body, Mapping) or len(body) != 1:
+        raise InvalidQuery(f"the {kind!r} filter clause must name one field, got {body!r}"[:200])
+    ((field, value),) = body.items()
+    return str(field), value
+
+
+def _es_tree(clause: Any) -> tuple[Any, ...]:
+    if not isinstance(clause, Mapping) or len(clause) != 1:
+        raise InvalidQuery(f"an Elasticsearch filter clause is one query type, got {clause!r}"[:200])
+    ((kind, body),) = clause.items()
+    if kind == "term":
+        field, value = _es_one(kind, body)
+        if isinstance(value, Mapping):
+            if set(value) - {"value", "boost", "case_insensitive"} or value.get("case_insensitive"):
+                raise InvalidQuery(f"the term filter on {field} takes a value (case_insensitive is not supported)")
+            value = value.get("value")
+        return ("cmp", field, "==", value)
+    if kind == "terms":
+        field, value = _es_one(kind, {k: v for k, v in body.items() if k != "boost"})
+        return ("cmp", field, "in", list(value) if isinstance(value, list | tuple) else value)
+    if kind == "range":
+        field, bounds = _es_one(kind, body)
+        if not isinstance(bounds, Mapping) or set(bounds) - {*_ES_RANGES, "boost"} or not set(bounds) & set(_ES_RANGES):
+            raise InvalidQuery(f"the range filter on {field} takes gt, gte, lt and lte (no format or time_zone)")
+        return ("AND", [("cmp", field, _ES_RANGES[k], v) for k, v in bounds.items() if k in _ES_RANGES])
+    if kind == "exists":
+        if not isinstance(body, Mapping) or not isinstance(body.get("field"), str):
+            raise InvalidQuery("the exists filter clause takes {'field': name}")
+        return ("cmp", body["field"], "exists", True)
+    if kind == "ids":
+        if not isinstance(body, Mapping) or not isinstance(body.get("values"), list):
+            raise InvalidQuery("the ids filter clause takes {'values': [...]}")
+        return ("cmp", "_id", "in", body["values"])
+    if kind == "bool":
+        return _es_bool(body)
+    raise InvalidQuery(
+        f"the {kind!r} clause cannot be a filter here (it matches text or scores): put the words in the query, "
+        "or filter with term, terms, range, exists, ids and bool"
+    )
+
+
+def _es_list(body: Mapping[str, Any], key: str) -> list[tuple[Any, ...]]:
+    value = body.get(key, [])
+    return [_es_tree(c) for c in (value if isinstance(value, list) else [value])]
+
+
+def _es_bool(body: Any) -> tuple[Any, ...]:
+    if not isinstance(body, Mapping) or set(body) - {"must", "filter", "should", "must_not", "minimum_should_match"}:
+        raise InvalidQuery("a bool filter takes must, filter, should, must_not and minimum_should_match")
+    required = _es_list(body, "must") + _es_list(body, "filter")
+    should = _es_list(body, "should")
+    least = body.get("minimum_should_match", 1 if should and not required else 0)
+    if should and least not in (1, "1"):
+        raise InvalidQuery(
+            "a bool filter's should clauses only score beside must or filter, unless minimum_should_match is 1: "
+            "give minimum_should_match: 1 to require one of them, or leave them out"
+            if least in (0, "0")
+            else f"minimum_should_match {least!r} is not supported: 1 (any of the should clauses) is"
+        )
+    children = required + ([("OR", should)] if should else [])
+    children += [("NOT", [c]) for c in _es_list(body, "must_not")]
+    return ("AND", children)
+
+
+def peer_store_field(key: str, suffix: str = ".keyword") -> str:
+    """A field of an Elasticsearch store's layout as ours: ``metadata.<key>`` (its keyword sub-field,
+    ``suffix``, alike) is the document's metadata, ``_id`` its id; the text and the vector are not filter
+    fields."""
+    if key in ("_id", "id"):
+        return "id"
+    bare = key.removesuffix(suffix) if isinstance(key, str) and suffix else key
+    if not isinstance(bare, str) or not bare.startswith("metadata.") or bare == "metadata.":
+        raise InvalidQuery(f"filter field {key!r}: filter on metadata.<key> fields (and _id)")
+    return store_field(bare)
+
+
+def elasticsearch_filters(clauses: Any, *, suffix: str = ".keyword") -> Translated:
+    """An Elasticsearch store's filter list (LangChain's ``filter=[...]``, LlamaIndex's ``es_filter=[...]``):
+    each clause one of our filters, all of which must hold (fields: :func:`peer_store_field`). A clause that
+    matches text or scores is refused by name, never dropped. None or ``[]``: no filter."""
+    if clauses is None:
+        return None
+    if isinstance(clauses, Mapping):
+        clauses = [clauses]
+    if not isinstance(clauses, list):
+        raise InvalidQuery(f"an Elasticsearch filter is a list of clauses, got {type(clauses).__name__}")
+    if not clauses:
+        return None
+    return _translate(("AND", [_es_tree(c) for c in clauses]), lambda key: peer_store_field(key, suffix))

@@ -145,7 +145,7 @@ def open_store(
     foreign: bool,
     refresh: bool,
     tenant_id: str | None = None,
-    **connection: str | None,
+    **connection: Any,
 ) -> StoreCore:
     """A store's core on ``client`` (given: shared, the caller's to close), or on a client of its own made from
     ``settings`` (default the environment) with the framework's connection arguments (``index``, ``url``,
@@ -189,18 +189,26 @@ class StoreCore:
             self._ready = True
         return client
 
-    async def add(self, client: SearchClient, documents: Sequence[Document]) -> list[str]:
+    def _refresh(self, given: bool | None) -> bool:
+        """A call's ``refresh`` (the framework's per-call argument), else the store's."""
+        return self.refresh if given is None else given
+
+    async def add(
+        self, client: SearchClient, documents: Sequence[Document], *, refresh: bool | None = None
+    ) -> list[str]:
         """Index ``documents`` (an id given again replaces that document); their ids, in order. A document
         that could not be indexed raises :class:`DocumentsNotIndexed` (the others are indexed)."""
         if not documents:
             return []
         c = await self._client(client)
-        report = await c.index_documents(self._stamped(documents), refresh=self.refresh, on_invalid="raise")
+        report = await c.index_documents(self._stamped(documents), refresh=self._refresh(refresh), on_invalid="raise")
         if report.failed:
             raise DocumentsNotIndexed(report.failed, indexed=report.indexed)
         return [d.id for d in documents]
 
-    async def add_new(self, client: SearchClient, documents: Sequence[Document]) -> tuple[list[str], list[str]]:
+    async def add_new(
+        self, client: SearchClient, documents: Sequence[Document], *, refresh: bool | None = None
+    ) -> tuple[list[str], list[str]]:
         """Index those of ``documents`` whose id the index does not hold, atomically (Elasticsearch's
         ``create``: two writers racing on one id cannot both win); (the ids written, the ids it held). Any other
         failure raises :class:`DocumentsNotIndexed`."""
@@ -208,7 +216,7 @@ class StoreCore:
             return [], []
         c = await self._client(client)
         report = await c.index_documents(
-            self._stamped(documents), refresh=self.refresh, on_invalid="raise", overwrite=False
+            self._stamped(documents), refresh=self._refresh(refresh), on_invalid="raise", overwrite=False
         )
         other = [f for f in report.failed if f.reason != "exists"]
         if other:
@@ -227,10 +235,11 @@ class StoreCore:
         found = await (await self._client(client)).documents.get_many(list(ids), tenant_id=self.tenant_id)
         return [stored(i, found[i]) for i in ids if i in found]
 
-    async def delete(self, client: SearchClient, ids: Sequence[str] | None) -> bool:
+    async def delete(self, client: SearchClient, ids: Sequence[str] | None, *, refresh: bool | None = None) -> bool:
         if ids is None:
             raise InvalidQuery("give the ids of the documents to delete (delete(ids=[...]))")
-        await (await self._client(client)).documents.delete(list(ids), tenant_id=self.tenant_id, refresh=self.refresh)
+        c = await self._client(client)
+        await c.documents.delete(list(ids), tenant_id=self.tenant_id, refresh=self._refresh(refresh))
         return True
 
     async def count(self, client: SearchClient, filters: FilterInput = None) -> int:
@@ -249,21 +258,21 @@ class StoreCore:
         """The ids of every document ``filters`` (our model; None: all) match."""
         return await (await self._client(client)).documents.matching_ids(filters=filters, tenant_id=self.tenant_id)
 
-    async def delete_matching(self, client: SearchClient, filters: FilterInput) -> int:
+    async def delete_matching(self, client: SearchClient, filters: FilterInput, *, refresh: bool | None = None) -> int:
         """Delete every document ``filters`` match (None: every document); how many were deleted."""
         ids = await self.matching(client, filters)
         c = await self._client(client)
         deleted = 0
         for start in range(0, len(ids), 1000):
             deleted += len(await c.documents.delete(ids[start : start + 1000], tenant_id=self.tenant_id))
-        if self.refresh:
+        if self._refresh(refresh):
             await c.indices.refresh()
         return deleted
 
-    async def delete_all(self, client: SearchClient, *, recreate: bool = False) -> None:
+    async def delete_all(self, client: SearchClient, *, recreate: bool = False, refresh: bool | None = None) -> None:
         """Delete every document; ``recreate``: the index itself, created anew (empty, today's mapping)."""
         if not recreate:
-            await self.delete_matching(client, None)
+            await self.delete_matching(client, None, refresh=refresh)
             return
         if self.tenant_id is not None:
             raise ConfigurationError("a tenant's store cannot recreate the index (other tenants' documents are in it)")

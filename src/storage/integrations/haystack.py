@@ -33,9 +33,7 @@ A Haystack document is kept whole (its ``to_dict``: content, meta with its types
 back equal to what was written; its content is embedded by the store's embedder (the document's own
 ``embedding`` is kept, not searched). ``filter_documents`` takes Haystack's whole filter syntax (fields
 ``id`` and ``meta.<key>``; numbers and ISO dates compared as such), translated once into our filter model.
-Errors are Haystack's and ours at once: :class:`FilterNotSupported` (a ``FilterError`` and an
-:class:`~storage.InvalidQuery`), :class:`DuplicateDocuments` (a ``DuplicateDocumentError`` and an
-:class:`~storage.InvalidDocument`), :class:`NotDocuments` (a ``ValueError`` and an ``InvalidDocument``).
+Each error below is Haystack's and ours at once (a ``FilterError`` and an :class:`~storage.InvalidQuery`...).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ from typing import Any
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
-    from haystack.document_stores.errors import DuplicateDocumentError
+    from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
     from haystack.document_stores.types import DuplicatePolicy
     from haystack.errors import FilterError
     from haystack.utils import Secret, deserialize_secrets_inplace
@@ -65,6 +63,7 @@ from .._settings import SearchSettings
 from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, haystack_filters
+from ._peers import Refresh, api_key_of, haystack_arguments, refresh_of
 from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = [
@@ -92,6 +91,10 @@ class DuplicateDocuments(InvalidDocument, DuplicateDocumentError):
             f"{len(self.ids)} document id(s) already in the store or given twice: {shown}; {what} "
             "(policy=DuplicatePolicy.OVERWRITE replaces them, SKIP leaves them)"
         )
+
+
+class EmbeddingSizes(InvalidDocument, DocumentStoreError):
+    """Documents whose own embeddings differ in length, written together (as the peer's index refuses them)."""
 
 
 class NotDocuments(InvalidDocument, ValueError):
@@ -138,10 +141,19 @@ def _ours(documents: Sequence[Document]) -> list[Any]:
 
 def _checked(documents: Any) -> list[Document]:
     if not isinstance(documents, list):
-        raise NotDocuments(f"write_documents takes a list of Documents, got {type(documents).__name__}")
+        raise NotDocuments(
+            f"param 'documents' must contain a list of objects of type Document, got {type(documents).__name__}"
+        )
     for position, d in enumerate(documents):
         if not isinstance(d, Document):
-            raise NotDocuments(f"document {position} is a {type(d).__name__}, not a Document", position=position)
+            raise NotDocuments(
+                f"param 'documents' must contain a list of objects of type Document: document {position} is a "
+                f"{type(d).__name__}",
+                position=position,
+            )
+    sizes = {len(d.embedding) for d in documents if d.embedding is not None}
+    if len(sizes) > 1:
+        raise EmbeddingSizes(f"the documents' own embeddings differ in length ({sorted(sizes)}): nothing written")
     return documents
 
 
@@ -161,19 +173,22 @@ class HybridSearchDocumentStore:
         *,
         hosts: str | None = None,
         index: str | None = None,
-        api_key: Secret | None = None,
+        api_key: Secret | str | None = None,
+        api_key_id: Secret | str | None = None,
         client: SearchClient | None = None,
         settings: SearchSettings | None = None,
         embedder: Embedder | None = None,
         refresh: bool = True,
         tenant_id: str | None = None,
+        **peer: Any,
     ) -> None:
+        connection = haystack_arguments(peer)
         if hosts is not None and not isinstance(hosts, str):
             raise ConfigurationError(f"hosts must be one URL (a string), got {type(hosts).__name__}")
         self._init: dict[str, Any] = {"hosts": hosts, "index": index, "refresh": refresh, "tenant_id": tenant_id}
-        self._api_key = api_key
+        self._api_key, self._api_key_id = api_key, api_key_id
         self._serializable = client is None and settings is None and embedder is None
-        key = api_key.resolve_value() if api_key is not None else None
+        key = api_key_of(api_key, api_key_id)
         self._core: StoreCore = open_store(
             client,
             settings=settings,
@@ -184,6 +199,7 @@ class HybridSearchDocumentStore:
             index=index,
             url=hosts,
             api_key=key,
+            **connection,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,12 +210,15 @@ class HybridSearchDocumentStore:
                 "a HybridSearchDocumentStore built from a SearchClient, settings or an embedder cannot be "
                 "serialized: build it with hosts=/index=/api_key= (or the ES_* environment)"
             )
-        key = self._api_key.to_dict() if self._api_key is not None else None
-        return default_to_dict(self, **self._init, api_key=key)
+        keys = {  # (a key given as a plain string is not written out: None, as the peer does)
+            name: value.to_dict() if isinstance(value, Secret) else None
+            for name, value in (("api_key", self._api_key), ("api_key_id", self._api_key_id))
+        }
+        return default_to_dict(self, **self._init, **keys)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HybridSearchDocumentStore:
-        deserialize_secrets_inplace(data["init_parameters"], keys=["api_key"])
+        deserialize_secrets_inplace(data["init_parameters"], keys=["api_key", "api_key_id"])
         return default_from_dict(cls, data)
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -229,23 +248,28 @@ class HybridSearchDocumentStore:
 
     # -- writes ----------------------------------------------------------------------------------------
 
-    def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
+    def write_documents(
+        self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE, refresh: Refresh = None
+    ) -> int:
         """Write ``documents``; how many were written. ``policy``: ``OVERWRITE`` replaces a document of the
         same id, ``SKIP`` leaves it, ``FAIL`` and ``NONE`` (the default, as Elasticsearch's store) raise
-        :class:`DuplicateDocuments` and write nothing."""
+        :class:`DuplicateDocuments` and write nothing. ``refresh`` (``True``, ``"wait_for"``, ``False``;
+        default the store's): the write is visible to reads when the call returns."""
         given = _checked(documents)
-        return self._core.bridge.run(lambda c: self._write(c, given, policy))
+        return self._core.bridge.run(lambda c: self._write(c, given, policy, refresh_of(refresh)))
 
     async def write_documents_async(
-        self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE
+        self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE, refresh: Refresh = None
     ) -> int:
         given = _checked(documents)
-        return await self._core.bridge.arun(lambda c: self._write(c, given, policy))
+        return await self._core.bridge.arun(lambda c: self._write(c, given, policy, refresh_of(refresh)))
 
-    async def _write(self, client: SearchClient, documents: list[Document], policy: DuplicatePolicy) -> int:
+    async def _write(
+        self, client: SearchClient, documents: list[Document], policy: DuplicatePolicy, refresh: bool | None
+    ) -> int:
         if policy == DuplicatePolicy.OVERWRITE:
             chosen = list({d.id: d for d in documents}.values())  # (the last of an id given twice)
-            await self._core.add(client, _ours(chosen))
+            await self._core.add(client, _ours(chosen), refresh=refresh)
             return len(chosen)
         first: dict[str, Document] = {}
         for d in documents:
@@ -256,33 +280,57 @@ class HybridSearchDocumentStore:
                 repeated = {i for i, n in Counter(d.id for d in documents).items() if n > 1}
                 raise DuplicateDocuments(sorted(held | repeated))
         # Written with Elasticsearch's create: an id another writer wrote meanwhile is never overwritten.
-        written, existed = await self._core.add_new(client, _ours(list(first.values())))
+        written, existed = await self._core.add_new(client, _ours(list(first.values())), refresh=refresh)
         if existed and policy != DuplicatePolicy.SKIP:
             raise DuplicateDocuments(existed, written=len(written))
         return len(written)
 
-    def delete_documents(self, document_ids: list[str]) -> None:
+    def delete_documents(self, document_ids: list[str], refresh: Refresh = None) -> None:
         """Delete the documents of ``document_ids`` (an id the store does not hold is not an error)."""
-        self._core.bridge.run(lambda c: self._core.delete(c, document_ids))
+        self._core.bridge.run(lambda c: self._core.delete(c, document_ids, refresh=refresh_of(refresh)))
 
-    async def delete_documents_async(self, document_ids: list[str]) -> None:
-        await self._core.bridge.arun(lambda c: self._core.delete(c, document_ids))
+    async def delete_documents_async(self, document_ids: list[str], refresh: Refresh = None) -> None:
+        await self._core.bridge.arun(lambda c: self._core.delete(c, document_ids, refresh=refresh_of(refresh)))
 
-    def delete_by_filter(self, filters: dict[str, Any]) -> int:
+    def delete_by_filter(self, filters: dict[str, Any], refresh: Refresh = None) -> int:
         """Delete every document ``filters`` match; how many."""
         ours = _store_filters(filters)
-        return self._core.bridge.run(lambda c: self._core.delete_matching(c, ours))
+        return self._core.bridge.run(lambda c: self._core.delete_matching(c, ours, refresh=refresh_of(refresh)))
 
-    async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
+    async def delete_by_filter_async(self, filters: dict[str, Any], refresh: Refresh = None) -> int:
         ours = _store_filters(filters)
-        return await self._core.bridge.arun(lambda c: self._core.delete_matching(c, ours))
+        return await self._core.bridge.arun(lambda c: self._core.delete_matching(c, ours, refresh=refresh_of(refresh)))
 
-    def delete_all_documents(self, recreate_index: bool = False) -> None:
+    def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any], refresh: Refresh = None) -> int:
+        """Merge ``meta`` into the meta of every document ``filters`` match (each written again, so its
+        content is embedded again); how many."""
+        ours = _store_filters(filters)
+        return self._core.bridge.run(lambda c: self._update(c, ours, meta, refresh_of(refresh)))
+
+    async def update_by_filter_async(
+        self, filters: dict[str, Any], meta: dict[str, Any], refresh: Refresh = None
+    ) -> int:
+        ours = _store_filters(filters)
+        return await self._core.bridge.arun(lambda c: self._update(c, ours, meta, refresh_of(refresh)))
+
+    async def _update(
+        self, client: SearchClient, filters: list[Filter] | None, meta: dict[str, Any], refresh: bool | None
+    ) -> int:
+        if not isinstance(meta, dict):
+            raise InvalidQuery(f"meta must be a dict, got {type(meta).__name__}")
+        found = [_stored_document(s) for s in await self._core.filtered(client, filters)]
+        updated = [Document.from_dict({**d.to_dict(flatten=False), "meta": {**d.meta, **meta}}) for d in found]
+        await self._core.add(client, _ours(updated), refresh=refresh)
+        return len(updated)
+
+    def delete_all_documents(self, recreate_index: bool = False, refresh: Refresh = None) -> None:
         """Delete every document; ``recreate_index``: delete the index itself and create it anew."""
-        self._core.bridge.run(lambda c: self._core.delete_all(c, recreate=recreate_index))
+        self._core.bridge.run(lambda c: self._core.delete_all(c, recreate=recreate_index, refresh=refresh_of(refresh)))
 
-    async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
-        await self._core.bridge.arun(lambda c: self._core.delete_all(c, recreate=recreate_index))
+    async def delete_all_documents_async(self, recreate_index: bool = False, refresh: Refresh = None) -> None:
+        await self._core.bridge.arun(
+            lambda c: self._core.delete_all(c, recreate=recreate_index, refresh=refresh_of(refresh))
+        )
 
     def import_index(self, index: str, *, batch_size: int = 500) -> IndexReport:
         """Copy an index Haystack's ``ElasticsearchDocumentStore`` filled (each ``_source`` a document's
@@ -323,6 +371,8 @@ class HybridSearchDocumentStore:
 
     async def aclose(self) -> None:
         await self._core.bridge.aclose()
+
+    close_async = aclose  # (the peer's name)
 
 
 def _document(hit: Retrieved) -> Document:

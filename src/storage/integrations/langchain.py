@@ -64,7 +64,8 @@ from ..agent import SearchTool, ToolReply, ToolSpec
 from ..agent._contract import refusal
 from ._bridge import ClientBridge
 from ._common import Content, Retrieved, RetrieverCore
-from ._dialects import count_argument, langchain_filter
+from ._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
+from ._peers import connection_of, is_elasticsearch_client, peer_arguments
 from ._store import Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
@@ -186,7 +187,12 @@ class HybridSearchStore(VectorStore):
     Built like ``ElasticsearchStore``: ``index_name``, ``embedding`` (a LangChain ``Embeddings``; default our
     own embedder from the environment, ``EMBEDDINGS_*``), ``es_url`` / ``es_api_key`` / ``es_user`` /
     ``es_password`` / ``es_cloud_id`` (default ``ES_*``) — or ``client``: a :class:`SearchClient` of yours,
-    shared with retrievers and other stores (close it yourself; see :func:`storage.integrations.close_client`).
+    shared with retrievers and other stores (close it yourself; see :func:`storage.integrations.close_client`),
+    or an ``Elasticsearch`` client as ``ElasticsearchStore`` takes it (the store connects with its nodes and
+    credentials, on a client of its own). The peer's ``distance_strategy=COSINE`` and default
+    ``vector_query_field`` / ``query_field`` are taken; its other arguments are refused by name with what to
+    pass instead. ``filter`` takes ``{key: value}`` or the peer's list of Elasticsearch clauses (``term``,
+    ``terms``, ``range``, ``exists``, ``ids``, ``bool`` on ``metadata.<key>``).
     With a LangChain embedding a document is embedded whole (its window is not known: no passages).
     ``refresh`` (default True): a write is searchable when it returns. ``tenant_id``: the store is that
     tenant's (its writes carry it, its reads and deletes see only its documents). ``options``: default
@@ -198,7 +204,7 @@ class HybridSearchStore(VectorStore):
         index_name: str | None = None,
         embedding: Embeddings | None = None,
         *,
-        client: SearchClient | None = None,
+        client: Any = None,
         es_url: str | None = None,
         es_cloud_id: str | None = None,
         es_api_key: str | None = None,
@@ -210,7 +216,20 @@ class HybridSearchStore(VectorStore):
         **options: Any,
     ) -> None:
         self._embedding = embedding
+        mapped = peer_arguments(options, fields={"vector_query_field": "vector", "query_field": "text"})
         self._options = check_store_options(options)
+        connection: dict[str, Any] = {"url": es_url, "cloud_id": es_cloud_id, "username": es_user}
+        connection.update(password=es_password, api_key=es_api_key)
+        if is_elasticsearch_client(client):
+            if any(connection.values()):
+                raise ConfigurationError("pass client= (an Elasticsearch client) alone, not with es_url / credentials")
+            connection, client = {**connection_of(client), **mapped}, None
+        elif client is not None and not isinstance(client, SearchClient):
+            raise ConfigurationError(
+                f"client must be a SearchClient or an Elasticsearch client, got {type(client).__name__}"
+            )
+        elif client is None:
+            connection.update(mapped)
         self._core = open_store(
             client,
             settings=settings,
@@ -219,11 +238,7 @@ class HybridSearchStore(VectorStore):
             refresh=refresh,
             tenant_id=tenant_id,
             index=index_name,
-            url=es_url,
-            cloud_id=es_cloud_id,
-            username=es_user,
-            password=es_password,
-            api_key=es_api_key,
+            **connection,
         )
 
     @property
@@ -282,14 +297,29 @@ class HybridSearchStore(VectorStore):
 
     # -- searches ----------------------------------------------------------------------------------------
 
-    def _found(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
+    def _request(self, filter: Any, extra: dict[str, Any]) -> tuple[Translated, dict[str, Any]]:
+        """A search's filters and options: ``filter`` ours or the peer's clause list; the peer's ``fetch_k``
+        (its kNN candidates) our ``num_candidates``; its ``custom_query`` and ``doc_builder`` refused."""
+        for name in ("custom_query", "doc_builder"):
+            if extra.pop(name, None) is not None:
+                raise InvalidQuery(
+                    f"{name} is not supported: this store sends its own BM25 and kNN requests and fuses them in "
+                    "the client; say a condition with filter= (a mapping, or Elasticsearch term / terms / range / "
+                    "exists / ids / bool clauses)"
+                )
+        if "fetch_k" in extra:
+            extra["num_candidates"] = count_argument("fetch_k", extra.pop("fetch_k"))
         options = {**self._options, **check_store_options(extra)}
-        filters = langchain_filter(filter, store=True)
+        if isinstance(filter, list):
+            return elasticsearch_filters(filter), options
+        return langchain_filter(filter, store=True), options
+
+    def _found(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
+        filters, options = self._request(filter, extra)
         return self._core.bridge.run(lambda c: self._core.search(c, query, k=k, filters=filters, options=options))
 
     async def _afound(self, query: str, k: Any, filter: Any, extra: dict[str, Any]) -> list[Stored]:
-        options = {**self._options, **check_store_options(extra)}
-        filters = langchain_filter(filter, store=True)
+        filters, options = self._request(filter, extra)
         return await self._core.bridge.arun(
             lambda c: self._core.search(c, query, k=k, filters=filters, options=options)
         )
@@ -338,6 +368,14 @@ class HybridSearchStore(VectorStore):
         filter_ = kwargs.pop("filter", None)
         found = await self._afound(query, k, filter_, kwargs)
         return [(_from_stored(s), float(s.relevance or 0.0)) for s in found]
+
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """Refused: this store embeds the query with its own embedder (and fuses BM25 with kNN on the text);
+        a vector computed elsewhere is not searched."""
+        raise NotImplementedError(
+            "similarity_search_by_vector: this store embeds the query itself (and searches BM25 on its words): "
+            "pass the query text to similarity_search(query)"
+        )
 
     def max_marginal_relevance_search(
         self,

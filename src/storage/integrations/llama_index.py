@@ -60,7 +60,8 @@ from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
 from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore
-from ._dialects import count_argument, llama_index_filters
+from ._dialects import count_argument, elasticsearch_filters, llama_index_filters
+from ._peers import connection_of, is_elasticsearch_client, peer_arguments
 from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
@@ -150,6 +151,31 @@ _MODES = {
 }
 
 
+#: ElasticsearchStore's field names, with their defaults (this index has the same roles under its own names).
+_PEER_FIELDS = {"text_field": "content", "vector_field": "embedding"}
+
+
+def _strategy_mode(strategy: Any) -> str:
+    """ElasticsearchStore's ``retrieval_strategy`` as what the ``default`` query mode searches here."""
+    name = type(strategy).__name__.removeprefix("Async")
+    if name == "DenseVectorStrategy" and not getattr(strategy, "hybrid", False):
+        return "knn"
+    if name == "DenseVectorStrategy":
+        if getattr(strategy, "rrf", True) is not True:
+            raise ConfigurationError(
+                "retrieval_strategy: a hybrid strategy's own rrf settings are not taken; hybrid here is fused in "
+                "the client: pass fusion=FusionSetting(...) as a store option"
+            )
+        return "hybrid"
+    if name == "BM25Strategy":
+        return "bm25"
+    raise ConfigurationError(
+        f"retrieval_strategy={name} is not supported: this store searches by its own embedder's vectors "
+        "(DenseVectorStrategy), BM25 (BM25Strategy) or both (DenseVectorStrategy(hybrid=True)); "
+        "or pass default_mode='knn' | 'bm25' | 'hybrid'"
+    )
+
+
 def _llama_embedder(model: BaseEmbedding) -> CallableEmbedder:
     """A LlamaIndex embedding model as our embedder."""
 
@@ -210,12 +236,31 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         es_user: str | None = None,
         es_password: str | None = None,
         settings: SearchSettings | None = None,
-        default_mode: str = "knn",
+        default_mode: str | None = None,
         refresh: bool = True,
         tenant_id: str | None = None,
+        es_client: Any = None,
+        retrieval_strategy: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(stores_text=True)
+        mapped = peer_arguments(options, fields=_PEER_FIELDS)
+        if retrieval_strategy is not None:
+            if default_mode is not None:
+                raise ConfigurationError("pass retrieval_strategy (ElasticsearchStore's) or default_mode, not both")
+            default_mode = _strategy_mode(retrieval_strategy)
+        default_mode = default_mode or "knn"
+        connection: dict[str, Any] = {"url": es_url, "cloud_id": es_cloud_id, "username": es_user}
+        connection.update(password=es_password, api_key=es_api_key)
+        if es_client is not None:
+            if not is_elasticsearch_client(es_client):
+                raise ConfigurationError(
+                    f"es_client must be an Elasticsearch client, got {type(es_client).__name__}"
+                    + (": pass a SearchClient as client=" if isinstance(es_client, SearchClient) else "")
+                )
+            if client is not None or any(connection.values()):
+                raise ConfigurationError("pass es_client alone, not with client= or es_url / credentials")
+            connection = connection_of(es_client)
         if default_mode not in ("knn", "hybrid", "bm25"):
             raise ConfigurationError(f"default_mode must be 'knn', 'hybrid' or 'bm25', got {default_mode!r}")
         self._options = store_options(
@@ -232,11 +277,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             refresh=refresh,
             tenant_id=tenant_id,
             index=index_name,
-            url=es_url,
-            cloud_id=es_cloud_id,
-            username=es_user,
-            password=es_password,
-            api_key=es_api_key,
+            **connection,
+            **(mapped if client is None else {}),
         )
 
     @property
@@ -336,9 +378,24 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
 
     # -- queries ---------------------------------------------------------------------------------------
 
-    def _search(self, query: VectorStoreQuery) -> tuple[str, Any, list[Filter], dict[str, Any]]:
+    def _search(self, query: VectorStoreQuery, given: dict[str, Any]) -> tuple[str, Any, list[Filter], dict[str, Any]]:
+        """The search ``query`` asks for; ``given``: ElasticsearchStore's ``query()`` arguments (``es_filter``
+        translated, ``metadata_keyword_suffix`` read, ``custom_query`` refused: never ignored)."""
+        if given.pop("custom_query", None) is not None:
+            raise InvalidQuery(
+                "custom_query is not supported: this store sends its own BM25 and kNN requests and fuses them in "
+                "the client; say the condition with filters= (MetadataFilters) or es_filter= (term, terms, range, "
+                "exists, ids, bool)"
+            )
+        suffix = given.pop("metadata_keyword_suffix", ".keyword")
+        es_filter = given.pop("es_filter", None)
+        if given:
+            raise InvalidQuery(f"unknown query argument(s) {sorted(given)}: es_filter and custom_query are taken")
         if not query.query_str:
-            raise InvalidQuery("this store embeds the query itself: the query needs its text (query_str)")
+            raise InvalidQuery(
+                "this store embeds the query itself: the query needs its text (query_str); a query_embedding alone "
+                "cannot be searched here"
+            )
         if query.mode not in _MODES:
             raise InvalidQuery(
                 f"the query mode {query.mode.value!r} is not supported: use default, hybrid, text_search or mmr"
@@ -353,6 +410,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         scope = self._scope(query.node_ids or None, query.filters)  # (a retriever sends [] for "not set")
         if query.doc_ids:
             scope.append(condition("metadata.ref_doc_id", list(query.doc_ids)))
+        scope.extend(elasticsearch_filters(es_filter, suffix=suffix) or [])
         k = (
             query.hybrid_top_k
             if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k
@@ -369,12 +427,12 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         )
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        text, k, scope, options = self._search(query)
+        text, k, scope, options = self._search(query, kwargs)
         found = self._core.bridge.run(lambda c: self._core.search(c, text, k=k, filters=scope or None, options=options))
         return self._result(found)
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        text, k, scope, options = self._search(query)
+        text, k, scope, options = self._search(query, kwargs)
         found = await self._core.bridge.arun(
             lambda c: self._core.search(c, text, k=k, filters=scope or None, options=options)
         )

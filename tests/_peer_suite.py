@@ -1,0 +1,56 @@
+"""A peer's own test files, fetched from the registry at test time (never committed) and verified by sha256.
+
+elasticsearch-haystack ships its tests in its source distribution on PyPI. :func:`peer_test_module` downloads
+that archive once into ``.cache/peers`` (pip, no dependencies), checks its sha256, and loads one of its test
+files as a module, with the peer's store class name bound to ours: "construction swapped", nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import subprocess
+import sys
+import tarfile
+import types
+from pathlib import Path
+
+CACHE = Path(__file__).resolve().parents[1] / ".cache" / "peers"
+
+
+def _archive(requirement: str, filename: str, sha256: str) -> Path:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / filename
+    if not path.exists():
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+        subprocess.run([*pip, "--disable-pip-version-check", "-q", "-d", str(CACHE), requirement], check=True)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        path.unlink()
+        raise RuntimeError(f"{filename}: sha256 {digest}, expected {sha256} (deleted; the next run fetches it again)")
+    return path
+
+
+def peer_test_module(
+    requirement: str, filename: str, sha256: str, member: str, shims: dict[str, dict[str, object]]
+) -> types.ModuleType:
+    """The test file ``member`` of the sdist ``filename`` (``requirement`` on PyPI), loaded as a module after
+    ``shims`` (module name -> the names it must offer, e.g. the peer's store class as ours) are installed."""
+    archive = _archive(requirement, filename, sha256)
+    source = CACHE / member
+    if not source.exists():
+        with tarfile.open(archive) as tar:
+            tar.extractall(CACHE, filter="data")
+    for name, attributes in shims.items():
+        parts = name.split(".")
+        for n in range(1, len(parts) + 1):
+            module = sys.modules.setdefault(".".join(parts[:n]), types.ModuleType(".".join(parts[:n])))
+        module.__dict__.update(attributes)
+    module_name = "peer_" + Path(member).stem
+    spec = importlib.util.spec_from_file_location(module_name, source)
+    assert spec is not None
+    assert spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded

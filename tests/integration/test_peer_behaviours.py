@@ -1,0 +1,134 @@
+"""The Elasticsearch stores' behaviours a user who swaps the import relies on (issue 62), in our words.
+
+langchain-elasticsearch and llama-index-vector-stores-elasticsearch do not ship their tests; these are the
+behaviours their suites pin, each against the real Elasticsearch: the peer's client object, its constructor
+arguments (taken where they mean something here, refused by name otherwise), its Elasticsearch-DSL filter list
+(translated, never ignored) and its query arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from elasticsearch import AsyncElasticsearch, Elasticsearch
+from elasticsearch.helpers.vectorstore import AsyncBM25Strategy
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from llama_index.core.schema import TextNode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
+
+from embeddings import HashingEmbedder
+from storage import ConfigurationError, InvalidQuery, SearchClient, SearchSettings
+from storage.integrations.langchain import HybridSearchStore
+from storage.integrations.llama_index import HybridSearchVectorStore
+
+_EMBEDDING = DeterministicFakeEmbedding(size=8)
+PAGES = [(f"p{n}", f"Quarterly revenue report, page {n}: guidance and outlook.", {"page": n}) for n in range(1, 7)]
+
+
+@pytest.fixture
+def langchain_store(settings: SearchSettings) -> Iterator[HybridSearchStore]:
+    es = Elasticsearch(settings.url)
+    store = HybridSearchStore(
+        index_name=settings.index, embedding=_EMBEDDING, client=es
+    )  # as ElasticsearchStore takes it
+    store.add_texts([t for _, t, _ in PAGES], [m for _, _, m in PAGES], ids=[i for i, _, _ in PAGES])
+    yield store
+    store.close()
+    es.close()
+
+
+def test_langchain_store_takes_an_elasticsearch_client_and_its_filter_clauses(
+    langchain_store: HybridSearchStore,
+) -> None:
+    one = langchain_store.similarity_search("revenue guidance", k=6, filter=[{"term": {"metadata.page": "1"}}])
+    assert [d.id for d in one] == ["p1"]
+    keyword = [{"terms": {"metadata.page.keyword": ["2", "3"]}}]
+    assert sorted(d.id for d in langchain_store.similarity_search("revenue", k=6, filter=keyword)) == ["p2", "p3"]
+    ranged = [
+        {"bool": {"filter": [{"range": {"metadata.page": {"gte": 4}}}], "must_not": [{"ids": {"values": ["p5"]}}]}}
+    ]
+    assert sorted(d.id for d in langchain_store.similarity_search("revenue", k=6, filter=ranged)) == ["p4", "p6"]
+    assert len(langchain_store.similarity_search("revenue", k=2, fetch_k=50)) == 2  # the peer's kNN candidates
+    with pytest.raises(InvalidQuery, match="'match' clause cannot be a filter"):
+        langchain_store.similarity_search("revenue", filter=[{"match": {"text": "guidance"}}])
+    with pytest.raises(InvalidQuery, match="custom_query is not supported"):
+        langchain_store.similarity_search("revenue", custom_query=lambda body, query: body)
+    with pytest.raises(NotImplementedError, match="pass the query text"):
+        langchain_store.similarity_search_by_vector([0.1] * 8)
+
+
+def test_langchain_store_takes_the_peer_s_constructor_arguments_or_names_what_to_pass_instead(
+    settings: SearchSettings,
+) -> None:
+    store = HybridSearchStore(
+        index_name=settings.index,
+        embedding=_EMBEDDING,
+        es_url=settings.url,
+        distance_strategy="COSINE",
+        vector_query_field="vector",
+        query_field="text",
+        user_agent="my-service",
+    )
+    store.close()
+    for argument, message in (
+        ({"num_dimensions": 384}, "num_dimensions= is not taken here: the index takes its dimensions"),
+        ({"distance_strategy": "EUCLIDEAN_DISTANCE"}, "compares vectors by cosine"),
+        ({"vector_query_field": "emb"}, "import_index"),
+        ({"es_params": {"timeout": 3}}, "SearchSettings"),
+        ({"metadata_mappings": {"page": {"type": "long"}}}, "leave metadata_mappings out"),
+    ):
+        with pytest.raises(ConfigurationError, match=message):
+            HybridSearchStore(index_name=settings.index, embedding=_EMBEDDING, es_url=settings.url, **argument)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not with es_url"):
+        HybridSearchStore(index_name=settings.index, client=Elasticsearch(settings.url), es_url=settings.url)
+
+
+async def test_llama_index_store_applies_es_filter_and_refuses_custom_query(settings: SearchSettings) -> None:
+    es = AsyncElasticsearch(settings.url)
+    store = HybridSearchVectorStore(
+        index_name=settings.index,
+        es_client=es,
+        retrieval_strategy=AsyncBM25Strategy(),
+        embedder=HashingEmbedder(dimensions=64),
+    )
+    try:
+        await store.async_add([TextNode(id_=i, text=t, metadata=m) for i, t, m in PAGES])
+        query = VectorStoreQuery(query_str="revenue guidance", similarity_top_k=6)
+        everything = await store.aquery(query)
+        assert len(everything.ids or []) == 6
+        one = await store.aquery(query, es_filter=[{"term": {"metadata.page": 1}}])
+        assert one.ids == ["p1"]  # the condition holds (it was dropped before: six nodes came back)
+        two = await store.aquery(
+            query, es_filter=[{"terms": {"metadata.page.kw": ["2", "3"]}}], metadata_keyword_suffix=".kw"
+        )
+        assert sorted(two.ids or []) == ["p2", "p3"]
+        # BM25Strategy: the default mode searches the words alone (no vector neighbours fill the list).
+        none = await store.aquery(VectorStoreQuery(query_str="zeppelin", similarity_top_k=6))
+        assert none.ids == []
+        text = VectorStoreQuery(query_str="revenue", similarity_top_k=3, mode=VectorStoreQueryMode.TEXT_SEARCH)
+        with pytest.raises(InvalidQuery, match="custom_query is not supported"):
+            await store.aquery(text, custom_query=lambda body, query: body)
+        with pytest.raises(InvalidQuery, match="unknown query argument"):
+            await store.aquery(text, es_filters=[])
+    finally:
+        await store.aclose()
+        await es.close()
+
+
+def test_llama_index_store_names_what_to_pass_instead_of_the_peer_s_arguments(settings: SearchSettings) -> None:
+    with pytest.raises(ConfigurationError, match="pass a SearchClient as client="):
+        HybridSearchVectorStore(
+            index_name=settings.index,
+            es_client=SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)),
+        )
+    with pytest.raises(ConfigurationError, match="import_index"):
+        HybridSearchVectorStore(index_name=settings.index, es_url=settings.url, text_field="body")
+    with pytest.raises(ConfigurationError, match="not both"):
+        HybridSearchVectorStore(
+            index_name=settings.index, es_url=settings.url, retrieval_strategy=AsyncBM25Strategy(), default_mode="knn"
+        )
+    store = HybridSearchVectorStore(
+        index_name=settings.index, es_url=settings.url, text_field="content", distance_strategy="COSINE", batch_size=50
+    )
+    store.close()
