@@ -317,7 +317,8 @@ async def test_a_reembed_while_a_writer_adds_updates_and_deletes_moves_the_alias
     assert len(texts) == 600 - len(set(deleted)) + len(added)
     if change == "model":
         assert refused  # the old model's writes after the move: refused, typed
-        assert not set(refused) & set(texts)
+        # (a refused update of a document the index had leaves that document as it was: only new ids count)
+        assert not {i for i in refused if i.startswith("w")} & set(texts)
     else:
         assert not refused
         assert len(added) > written_before  # the writes went on after the move
