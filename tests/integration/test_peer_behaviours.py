@@ -58,6 +58,19 @@ def test_langchain_store_takes_an_elasticsearch_client_and_its_filter_clauses(
         langchain_store.similarity_search_by_vector([0.1] * 8)
 
 
+def test_langchain_store_takes_vectors_its_own_embedding_made_and_refuses_others(
+    langchain_store: HybridSearchStore, settings: SearchSettings
+) -> None:
+    text = "Annual dividend raised by the board."
+    ids = langchain_store.add_embeddings([(text, _EMBEDDING.embed_query(text))], [{"page": 9}], ids=["p9"])
+    assert ids == ["p9"]
+    assert [d.id for d in langchain_store.similarity_search("dividend", k=1, filter={"page": 9})] == ["p9"]
+    ours = HybridSearchStore(index_name=settings.index, es_url=settings.url)  # our own embedder
+    with pytest.raises(InvalidQuery, match="embeds with its own model"):
+        ours.add_embeddings([(text, [0.0] * 8)])
+    ours.close()
+
+
 def test_langchain_store_takes_the_peer_s_constructor_arguments_or_names_what_to_pass_instead(
     settings: SearchSettings,
 ) -> None:

@@ -42,17 +42,17 @@ try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
-    from langchain_core.tools import BaseTool, StructuredTool, ToolException
+    from langchain_core.tools import ToolException
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the LangChain retriever needs the 'langchain' extra: pip install 'hybrid-search-es[langchain]'"
     ) from exc
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from embeddings import CallableEmbedder
 
@@ -60,9 +60,7 @@ from .._client import SearchClient
 from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
 from .._types.models import IndexReport
-from ..agent import SearchTool, ToolReply, ToolSpec
-from ..agent._contract import refusal
-from ._bridge import ClientBridge
+from ._agent_tools import agent_tools
 from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
 from ._peers import connection_of, is_elasticsearch_client, peer_arguments
@@ -283,6 +281,35 @@ class HybridSearchStore(VectorStore):
         documents = self._documents(texts, metadatas, ids)
         return await self._core.bridge.arun(lambda c: self._core.add(c, documents))
 
+    def _texts_of(self, text_embeddings: Iterable[tuple[str, list[float]]]) -> list[str]:
+        """``add_embeddings``: vectors the store's own ``embedding`` computed are accepted — the store embeds
+        each text again with it (the same model, the same vectors); from another model they are refused."""
+        if self._embedding is None:
+            raise InvalidQuery(
+                "add_embeddings: this store embeds with its own model, not the one your vectors come from: pass "
+                "the texts to add_texts(), or build the store with embedding=<the Embeddings that made them>"
+            )
+        return [text for text, _ in text_embeddings]
+
+    def add_embeddings(
+        self,
+        text_embeddings: Iterable[tuple[str, list[float]]],
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """The peer's ``add_embeddings``: see :meth:`_texts_of` for what the given vectors become."""
+        return self.add_texts(self._texts_of(text_embeddings), metadatas, ids=ids)
+
+    async def aadd_embeddings(
+        self,
+        text_embeddings: Iterable[tuple[str, list[float]]],
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        return await self.aadd_texts(self._texts_of(text_embeddings), metadatas, ids=ids)
+
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         return self._core.bridge.run(lambda c: self._core.delete(c, ids))
 
@@ -457,38 +484,3 @@ def check_store_options(options: dict[str, Any]) -> dict[str, Any]:
             "so it works on the Basic license); pass mode='knn' or mode='bm25' to ask for one leg"
         )
     return store_options(options, instead="pass k= / filter= to the search")
-
-
-def agent_tools(tool: SearchTool) -> list[BaseTool]:
-    """``tool``'s search, get_document and answer as LangChain tools: the contract's argument schemas (with
-    their descriptions and bounds), its one-sentence refusals for bad arguments, its texts as results. A
-    refusal or a failed search reaches the model as the tool's output (``ToolException``, handled), never
-    as an exception that ends the agent's loop. Sync calls run on the client's loop (see ``_bridge``)."""
-    bridge = ClientBridge(tool.client)
-    return [_structured(tool, spec, bridge) for spec in tool.specs]
-
-
-def _structured(tool: SearchTool, spec: ToolSpec, bridge: ClientBridge) -> BaseTool:
-    names = sorted(spec.arguments.model_fields)
-
-    def reply(answer: ToolReply) -> str:
-        if answer.error:
-            raise ToolException(answer.text)
-        return answer.text
-
-    async def acall(**arguments: object) -> str:
-        return reply(await bridge.arun(lambda _: tool.call(spec.name, arguments)))
-
-    def call(**arguments: object) -> str:
-        return reply(bridge.run(lambda _: tool.call(spec.name, arguments)))
-
-    refuse: Callable[[ValidationError], str] = lambda exc: refusal(exc, names)  # noqa: E731
-    return StructuredTool.from_function(
-        func=call,
-        coroutine=acall,
-        name=spec.name,
-        description=spec.description,
-        args_schema=spec.arguments,
-        handle_tool_error=True,
-        handle_validation_error=refuse,
-    )
