@@ -2,7 +2,8 @@
 
 elasticsearch-haystack ships its tests in its source distribution on PyPI. :func:`peer_test_module` downloads
 that archive once into ``.cache/peers`` (pip, no dependencies), checks its sha256, and loads one of its test
-files as a module, with the peer's store class name bound to ours: "construction swapped", nothing else.
+files as a module, with the peer's store class name rebound to ours in that module: "construction swapped",
+nothing else.
 """
 
 from __future__ import annotations
@@ -32,20 +33,17 @@ def _archive(requirement: str, filename: str, sha256: str) -> Path:
 
 
 def peer_test_module(
-    requirement: str, filename: str, sha256: str, member: str, shims: dict[str, dict[str, object]]
+    requirement: str, filename: str, sha256: str, member: str, rebind: dict[str, object]
 ) -> types.ModuleType:
-    """The test file ``member`` of the sdist ``filename`` (``requirement`` on PyPI), loaded as a module after
-    ``shims`` (module name -> the names it must offer, e.g. the peer's store class as ours) are installed."""
+    """The test file ``member`` of the sdist ``filename`` (``requirement`` on PyPI), loaded as a module whose
+    global names in ``rebind`` are then bound to ours (the peer's store class as ours: its tests construct it
+    by that name at run time). The peer's package itself must be importable (the dev extra installs it): the
+    file imports it; nothing of it is patched."""
     archive = _archive(requirement, filename, sha256)
     source = CACHE / member
     if not source.exists():
         with tarfile.open(archive) as tar:
             tar.extractall(CACHE, filter="data")
-    for name, attributes in shims.items():
-        parts = name.split(".")
-        for n in range(1, len(parts) + 1):
-            module = sys.modules.setdefault(".".join(parts[:n]), types.ModuleType(".".join(parts[:n])))
-        module.__dict__.update(attributes)
     module_name = "peer_" + Path(member).stem
     spec = importlib.util.spec_from_file_location(module_name, source)
     assert spec is not None
@@ -53,4 +51,7 @@ def peer_test_module(
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = loaded
     spec.loader.exec_module(loaded)
+    for name, value in rebind.items():
+        assert hasattr(loaded, name), f"{member} has no {name}: the peer changed, update the rebinding"
+        setattr(loaded, name, value)
     return loaded

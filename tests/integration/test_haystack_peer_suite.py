@@ -27,13 +27,12 @@ from .._peer_suite import peer_test_module
 
 PEER = ("elasticsearch-haystack==7.1.0", "elasticsearch_haystack-7.1.0.tar.gz")
 PEER_SHA256 = "9dd14a4bede5a5bd52f982d17f0988a231fa193c483cb8688345226bc5d4339c"
-SHIMS: dict[str, dict[str, object]] = {
-    "haystack_integrations.document_stores.elasticsearch": {"ElasticsearchDocumentStore": HybridSearchDocumentStore}
-}
+#: The peer's name for its store, rebound to ours in the loaded test modules.
+REBIND: dict[str, object] = {"ElasticsearchDocumentStore": HybridSearchDocumentStore}
 
 
 def _peer(member: str) -> object:
-    return peer_test_module(*PEER, PEER_SHA256, f"elasticsearch_haystack-7.1.0/tests/{member}", SHIMS)
+    return peer_test_module(*PEER, PEER_SHA256, f"elasticsearch_haystack-7.1.0/tests/{member}", REBIND)
 
 
 _sync = _peer("test_document_store.py")
