@@ -66,8 +66,19 @@ class Load:
     acknowledged: list[str] = field(default_factory=list)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     progress: asyncio.Condition = field(default_factory=asyncio.Condition)
+    #: What ended the searches, when something did (a bug or a hang's cancellation): raised by ``searched``.
+    ended: BaseException | None = None
 
     async def searches(self) -> None:
+        try:
+            await self._searches()
+        except BaseException as exc:
+            self.ended = exc
+            async with self.progress:
+                self.progress.notify_all()
+            raise
+
+    async def _searches(self) -> None:
         n = 0
         while not self.stop.is_set():
             n += 1
@@ -75,7 +86,8 @@ class Load:
             t0 = time.perf_counter()
             try:
                 res = await self.client.search(f"revenue note {n % 50}", limit=10)
-                assert res.hits
+                if not res.hits:  # (a failure of its phase, not an end of the load: a wait would never end)
+                    self.failures.setdefault(phase, []).append("no hits")
                 if res.degraded:
                     self.failures.setdefault(phase, []).append(f"degraded:{res.degraded_reason}")
             except SearchError as exc:
@@ -85,10 +97,16 @@ class Load:
                 self.progress.notify_all()
 
     async def searched(self, n: int) -> None:
-        """Until the current phase has had ``n`` searches (and a write or two meanwhile)."""
+        """Until the current phase has had ``n`` searches (and a write or two meanwhile); an error that ended
+        the searches (anything but a typed search error, which is counted) is raised here, never waited on."""
         phase = self.phase
-        async with self.progress:
-            await self.progress.wait_for(lambda: len(self.latencies.get(phase, [])) >= n)
+        try:
+            async with asyncio.timeout(STALLED_S), self.progress:
+                await self.progress.wait_for(lambda: len(self.latencies.get(phase, [])) >= n or self.ended is not None)
+        except TimeoutError:
+            raise AssertionError(f"the searches stalled in phase {phase!r}: {self.report()}") from None
+        if self.ended is not None:
+            raise self.ended
 
     async def ingest(self) -> None:
         batch = 0
@@ -113,6 +131,8 @@ class Load:
 
 #: Searches in each phase before it changes: enough to see the cluster's state, not a fixed time.
 PHASE_SEARCHES = 40
+#: A phase whose searches make no progress for this long has stalled (a guard that names the phase, not a wait).
+STALLED_S = 300.0
 
 
 async def _under_load(client: SearchClient, disrupt: Callable[[Load], Awaitable[None]]) -> Load:
