@@ -276,6 +276,7 @@ class SearchClient:
         window: int | None = None,
         num_candidates: int | None = None,
         similarity: float | None = None,
+        similarities: bool = False,
         strict: bool = False,
         highlight: bool = True,
         index: str | None = None,
@@ -298,7 +299,9 @@ class SearchClient:
           (required by a multi-tenant client).
         - ``limit`` hits from ``offset`` of the fused list, which holds each leg's ``window`` best candidates
           (``offset + limit`` must fit inside it; ``num_candidates``: kNN's HNSW breadth; ``similarity``: the
-          kNN leg's floor).
+          kNN leg's floor, Elasticsearch's raw similarity).
+        - ``hit.similarity`` (in [0, 1]: what to threshold on) is the kNN leg's score; ``similarities=True``
+          also measures it for shown hits the leg missed (one more kNN request, restricted to them).
         - ``fusion`` (``rrf``, ``linear_minmax``, ``linear_zscore``, ``dbsf``), ``rrf_k`` and ``weights``
           (``{"bm25": 1, "knn": 2}``): default the setting in force (the call's, else the settings', else the
           one stored with the index, else the defaults; ``response.fusion_sources`` says which).

@@ -201,7 +201,8 @@ class Engine:
         # The documents (and highlights) of what is shown: with rerank, the candidates the reranker reads
         # (the page is among them); else the page. One request either way.
         fetched = Fetched()
-        knn = state.outcomes.get("knn") if plan.passages else None
+        knn_leg = state.outcomes.get("knn")
+        knn = knn_leg if plan.passages else None
         searched = knn.vector if knn is not None else None
         if plan.rerank and fused.hits:
             fetched = await self._enricher.fetch(plan, fused.hits.top_ids(plan.rerank_candidates), searched)
@@ -212,8 +213,18 @@ class Engine:
             page, groups = arranged_page(plan, ranked, candidates)
         else:
             page = ranked.page(plan.offset, plan.limit)
+        # Similarities of the shown hits the kNN leg did not reach (asked for): measured alongside the fetch.
+        probe = knn_leg.vector if plan.similarities and knn_leg is not None else None
+        unreached = [hit[0] for hit, _ in page if "knn" not in hit[4]] if probe is not None else []
+        measured: dict[str, float] | None = None
         if not plan.rerank:
-            fetched = await self._enricher.fetch(plan, [hit[0] for hit, _ in page], searched)
+            fetching = self._enricher.fetch(plan, [hit[0] for hit, _ in page], searched)
+            if probe is not None and unreached:
+                fetched, measured = await asyncio.gather(fetching, self._retriever.similarities(plan, probe, unreached))
+            else:
+                fetched = await fetching
+        elif probe is not None and unreached:
+            measured = await self._retriever.similarities(plan, probe, unreached)
         state.fetched = fetched
         if fetched.partial and plan.strict and fetched.shards is not None:
             raise PartialResults(
@@ -227,7 +238,9 @@ class Engine:
             passages = knn_passages([h for i, h in fetched.hits.items() if i in found])
         elif knn is not None:
             passages = knn_passages(knn.hits)
-        hits = page_hits(page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages)
+        hits = page_hits(
+            page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages, similarities=measured
+        )
         response = build_response(plan, state, fused, ranked, hits)
         if facets is not None or groups is not None:
             response = response.model_copy(update=extras(plan, facets, groups, {h["id"] for h in hits}))

@@ -134,11 +134,13 @@ def hit_fields(
     position: int | None = None,
     knn: KnnPassages | None = None,
     shown: int = 0,
+    similarity: float | None = None,
 ) -> SearchHitFields:
     """One shown hit's fields: its fusion provenance, its document and highlights as the fetch returned them
     (``doc``), its rerank score when it was reranked, and (``shown`` > 0: the index holds passages) its best
     passages — the kNN leg's (``knn``) and those holding the BM25 leg's fragments; a hit only the kNN leg
-    found is highlighted with its best passage's start. Pure."""
+    found is highlighted with its best passage's start. Its similarity: the kNN leg's score, else
+    ``similarity`` (measured for a hit the leg did not reach). Pure."""
     doc_id, fused_score, normalized, ranks, leg_scores = hit
     highlights: dict[str, list[str]] = doc.get("highlight") or {} if highlight else {}
     source: dict[str, Any] = doc.get("_source") or {}
@@ -162,6 +164,7 @@ def hit_fields(
         "rerank_score": rerank_score,
         "ranks": ranks,
         "leg_scores": leg_scores,
+        "similarity": leg_scores.get("knn", similarity),
         "source": source,
         "highlights": highlights,
         "highlight_source": origin,
@@ -185,12 +188,22 @@ def page_hits(
     highlight: bool,
     knn: KnnPassages | None = None,
     shown: int = 0,
+    similarities: Mapping[str, float] | None = None,
 ) -> list[SearchHitFields]:
     """The page's hits from the fused (and maybe reranked) provenance and what the fetch found; a hit the
-    fetch did not return is dropped. Pure."""
+    fetch did not return is dropped; ``similarities``: measured for hits the kNN leg did not reach. Pure."""
     docs = fetched.hits
+    measured = similarities or {}
     return [
-        hit_fields(hit, doc, highlight=highlight, rerank_score=rerank_score, knn=knn, shown=shown)
+        hit_fields(
+            hit,
+            doc,
+            highlight=highlight,
+            rerank_score=rerank_score,
+            knn=knn,
+            shown=shown,
+            similarity=measured.get(hit[0]),
+        )
         for hit, rerank_score in page
         if (doc := docs.get(hit[0])) is not None
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -87,6 +87,8 @@ class Plan:
     per_group: int = 1
     #: Maximal marginal relevance over the ranked window (0: off).
     diversity: float = 0.0
+    #: Every shown hit's similarity, the kNN leg's or measured for the hits it did not reach.
+    similarities: bool = False
 
     @property
     def doc_fields(self) -> tuple[str, ...]:
@@ -226,6 +228,7 @@ def plan_search(
         group_by=_group_by(r.group_by, r.per_group),
         per_group=r.per_group,
         diversity=_diversity(r.diversity),
+        similarities=_similarities(r.similarities, legs),
     )
 
 
@@ -249,6 +252,12 @@ def _group_by(field: str | None, per_group: int) -> str | None:
     if field in _GROUP_FIELDS or is_metadata_field(field):
         return field
     raise InvalidQuery(f"group_by must be one of {', '.join(_GROUP_FIELDS)} or metadata.<key>, got {field!r}")
+
+
+def _similarities(asked: bool, legs: Sequence[str]) -> bool:
+    if asked and "knn" not in legs:
+        raise InvalidQuery("similarities needs the kNN leg (mode 'hybrid' or 'knn'); a bm25 search has no vector")
+    return bool(asked)
 
 
 def _diversity(value: float) -> float:

@@ -135,6 +135,34 @@ class Retriever:
         await self._send(out, plan, _knn_body(plan, vector), remaining, scope)
         await self.check_model(out.hits)
 
+    async def similarities(self, plan: Plan, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
+        """The kNN scores of ``ids`` (hits the kNN leg did not reach) for the leg's own ``vector``: the leg's
+        request restricted to them (with so few candidates allowed, Elasticsearch scores every one of them
+        exactly), so each is the score the leg would have given it. A failure is logged and gives nothing:
+        those hits keep ``similarity=None``; the search stands."""
+        scope = plan.scope.plus([{"ids": {"values": list(ids)}}])
+        body = knn_request(
+            vector,
+            scope=scope,
+            k=len(ids),
+            num_candidates=len(ids),
+            passages=plan.passages,
+            head_vectors=plan.head_vectors,
+            inner_hits=False,
+        )
+        probe = LegOutcome("knn")
+        budget = self._b.settings.leg_timeout_s
+        await self.run_leg(probe, lambda within: self._send(probe, plan, body, budget, within))
+        if probe.error is not None:
+            self._b.events.emit(
+                30,
+                "similarities of the hits the kNN leg did not reach could not be measured",
+                "search.similarities_failed",
+                {"search.ids": len(ids), "error.type": type(probe.error).__name__, "error.reason": probe.error.reason},
+            )
+            return {}
+        return {str(h["_id"]): float(h.get("_score") or 0.0) for h in probe.hits}
+
     async def check_model(self, hits: Sequence[Mapping[str, Any]]) -> None:
         """The kNN leg's hits come from an index of the query's model (after a reembed promoted a version
         built with another one, a client still configured with the old model gets :class:`ModelMismatch`

@@ -64,6 +64,9 @@ class SearchRequest(_Arguments):
     window: int | None = None
     num_candidates: int | None = None
     similarity: float | None = None
+    #: Every shown hit's ``similarity``, also of the hits the kNN leg did not reach (one more kNN request,
+    #: restricted to them, alongside the page's fetch); ``hybrid`` or ``knn`` mode.
+    similarities: bool = False
     #: A failed leg (or partial shards) raises instead of degrading the result.
     strict: bool = False
     highlight: bool = True

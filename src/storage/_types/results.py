@@ -180,6 +180,11 @@ class SearchHit(BaseModel):
     ranks: dict[str, int] = Field(default_factory=dict)
     #: Each leg's raw score (BM25 score, kNN similarity score).
     leg_scores: dict[str, float] = Field(default_factory=dict)
+    #: The query's similarity to this document in [0, 1], comparable across queries (a threshold means the
+    #: same for every query): Elasticsearch's kNN score, (1 + cosine) / 2, of the document's vector (its best
+    #: passage's, when it is read in passages). The kNN leg's score where the leg found the hit; a hit it did
+    #: not reach has one only when the search asked for ``similarities=True``. None in ``bm25`` mode.
+    similarity: float | None = None
     source: dict[str, Any] = Field(default_factory=dict)
     #: field -> fragments with the matches in ``<em>``.
     highlights: dict[str, list[str]] = Field(default_factory=dict)
@@ -227,6 +232,7 @@ class SearchHitFields(TypedDict):
     rerank_score: float | None
     ranks: dict[str, int]
     leg_scores: dict[str, float]
+    similarity: float | None
     source: dict[str, Any]
     highlights: dict[str, list[str]]
     highlight_source: HighlightSource | None

@@ -50,9 +50,15 @@ class Stored:
     id: str
     content: str
     metadata: dict[str, Any]
-    #: The hit's fused (or rerank) score; its normalized score in [0, 1] (None: not from a search).
+    #: The hit's fused (or rerank) score (None: not from a search).
     score: float | None = None
+    #: In [0, 1]: the query's similarity to it (``SearchHit.similarity``), else (a bm25 search) its
+    #: normalized score.
     relevance: float | None = None
+    #: The query's similarity to it in [0, 1] (None: a bm25 search, or not from one).
+    similarity: float | None = None
+    #: Its BM25 score, when the BM25 leg found it.
+    bm25_score: float | None = None
 
 
 def our_documents(
@@ -121,7 +127,8 @@ def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = No
     content = embedding_text(title, text) if title else text  # (a store's own document: its text as given)
     if hit is None:
         return Stored(doc_id, content, metadata)
-    return Stored(doc_id, content, metadata, hit.score, hit.normalized_score)
+    relevance = hit.normalized_score if hit.similarity is None else hit.similarity
+    return Stored(doc_id, content, metadata, hit.score, relevance, hit.similarity, hit.leg_scores.get("bm25"))
 
 
 def store_options(
@@ -332,8 +339,11 @@ class StoreCore:
     ) -> list[Stored]:
         """``k`` results (the framework's count, checked: a whole number), ``filters`` in our model (the
         framework's filter translated by ``_dialects`` with ``store=True``)."""
+        given = dict(options or {})
+        if given.get("mode", "hybrid") != "bm25":  # every hit's similarity: what the frameworks threshold on
+            given.setdefault("similarities", True)
         request = SearchRequest(
-            query=query, limit=count_argument("k", k), filters=filters, tenant_id=self.tenant_id, **dict(options or {})
+            query=query, limit=count_argument("k", k), filters=filters, tenant_id=self.tenant_id, **given
         )
         response = await (await self._client(client)).search(**request.arguments())
         return [stored(h.id, h.source, hit=h) for h in response.hits]

@@ -385,7 +385,9 @@ class HybridSearchStore(VectorStore):
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Relevance in [0, 1]: the hit's normalized score (the fused score relative to the best possible)."""
+        """Relevance in [0, 1]: the query's similarity to each document (Elasticsearch's kNN score, as the
+        peer's), so a ``score_threshold`` means the same for every query; in ``bm25`` mode (no vectors) the
+        normalized fused score."""
         filter_ = kwargs.pop("filter", None)
         return [(_from_stored(s), float(s.relevance or 0.0)) for s in self._found(query, k, filter_, kwargs)]
 

@@ -94,6 +94,16 @@ def _node(hit: Retrieved) -> NodeWithScore:
     return NodeWithScore(node=node, score=hit.score)
 
 
+def _similarity(found: Stored) -> float:
+    """A node's similarity as the peer gives it: Elasticsearch's kNN score, in [0, 1] and comparable across
+    queries (so ``SimilarityPostprocessor(similarity_cutoff=...)`` means the same for every query); in
+    ``bm25`` mode the BM25 score."""
+    for value in (found.similarity, found.bm25_score, found.score):
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
 class HybridSearchRetriever(BaseRetriever):
     """Hybrid (BM25 + kNN, fused in the client) search as a LlamaIndex retriever.
 
@@ -422,7 +432,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     def _result(found: list[Stored]) -> VectorStoreQueryResult:
         return VectorStoreQueryResult(
             nodes=[_node_of(s) for s in found],
-            similarities=[float(s.score or 0.0) for s in found],
+            similarities=[_similarity(s) for s in found],
             ids=[s.id for s in found],
         )
 

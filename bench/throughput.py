@@ -1,0 +1,122 @@
+"""The standing throughput guard alone: our hybrid search against the same requests written with raw
+elasticsearch-py, at 1 / 8 / 32 concurrent callers, in interleaved slices, ``--runs`` times, pooled.
+
+    .venv/bin/python bench/throughput.py              # SciFact, two runs of 24 s per contender and concurrency
+    .venv/bin/python bench/throughput.py --seconds 6  # quicker, noisier
+
+bench/run.py measures the same thing among everything else (~20 minutes); this script measures only the
+guard (~10 minutes), so it can be run twice on a quiet machine. Query vectors are precomputed for every
+contender (looked up in memory), so the figure is the client's cost, not the model's. The guard: ours / raw
+≥ 0.95 at every concurrency, pooled over the runs (the mean of every slice's queries/s of each contender).
+Starts a local Elasticsearch (1 GiB heap) unless ES_URL is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from raw_client import Precomputed, two_phase  # bench/raw_client.py: the hand-written reference
+from run import interleaved_throughput  # bench/run.py: the slices, contenders' order rotated
+
+from embeddings import CachedEmbedder, LocalEmbedder
+from storage import SearchClient, SearchSettings
+from storage.evaluation import load_beir
+from storage.local_es import url_or_local
+
+ROOT = Path(__file__).resolve().parents[1]
+CALLERS = (1, 8, 32)
+
+
+async def measure(url: str, beir: Path, runs: int, seconds: float) -> dict[str, Any]:
+    data = load_beir(beir)
+    index = "bench-throughput"
+    cached = CachedEmbedder(LocalEmbedder(), ROOT / ".cache" / "embeddings")
+    settings = SearchSettings(url=url, index=index, leg_timeout_s=60, window=100, bulk_chunk_size=100, passages=False)
+    client = SearchClient.from_settings(settings, embedder=cached)
+    queries = list(data.queries.values())
+    try:
+        await client.indices.delete()
+        await client.ensure_index()
+        await client.index_documents(data.documents, refresh=True)
+        vectors = {q: await cached.embed_query(q) for q in queries}
+        fast = SearchClient(
+            client.elasticsearch, Precomputed(vectors, cached.model_id, cached.dimensions), settings, owns_clients=False
+        )
+        es = client.elasticsearch  # the same AsyncElasticsearch (and serializer) for both
+
+        async def ours(q: str) -> Any:
+            return (await fast.search(q, limit=10, highlight=False)).ids
+
+        async def raw(q: str) -> Any:
+            return await two_phase(es, index, q, vectors[q], window=100, candidates=100, k=settings.rrf_k)
+
+        contenders = {"ours": ours, "raw_elasticsearch_py": raw}
+        for q in (queries * 3)[:900]:  # Elasticsearch's JIT warms over thousands of searches
+            for call in contenders.values():
+                await call(q)
+        slices: dict[int, dict[str, list[float]]] = {c: {name: [] for name in contenders} for c in CALLERS}
+        for run in range(runs):
+            for c in CALLERS:
+                for name, qps in (await interleaved_throughput(contenders, queries, c, seconds)).items():
+                    slices[c][name].extend(qps)
+            print(f"run {run + 1}: " + json.dumps(ratios(slices)), flush=True)
+        return {
+            "dataset": {"name": data.name, "documents": len(data.documents), "queries": len(queries)},
+            "runs": runs,
+            "seconds_per_contender_and_concurrency": seconds,
+            "queries_per_second": {
+                name: {f"c{c}": round(statistics.fmean(slices[c][name]), 1) for c in CALLERS} for name in contenders
+            },
+            "ours_over_raw": ratios(slices),
+            "per_slice_min_max": {
+                f"c{c}": [
+                    round(
+                        min(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3
+                    ),
+                    round(
+                        max(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3
+                    ),
+                ]
+                for c in CALLERS
+            },
+        }
+    finally:
+        await client.indices.delete()
+        await client.aclose()
+
+
+def ratios(slices: dict[int, dict[str, list[float]]]) -> dict[str, float]:
+    """Pooled: every slice so far of ours over every slice of raw, per concurrency."""
+    return {
+        f"c{c}": round(statistics.fmean(slices[c]["ours"]) / statistics.fmean(slices[c]["raw_elasticsearch_py"]), 3)
+        for c in CALLERS
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--beir", type=Path, default=ROOT.parent / "shared/data/beir/scifact")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=24.0, help="per contender, concurrency and run")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "throughput.json")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    with url_or_local("bench", heap="1g") as url:
+        result = asyncio.run(measure(url, args.beir, args.runs, args.seconds))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=1))
+    print(
+        f"done in {time.perf_counter() - started:.0f} s; guard ≥ 0.95: "
+        + ("met" if min(result["ours_over_raw"].values()) >= 0.95 else "NOT met")
+    )
+
+
+if __name__ == "__main__":
+    main()
