@@ -158,7 +158,9 @@ async def run(url: str, args: argparse.Namespace) -> None:
     docs = data.documents[: args.docs]
     queries = list(data.queries.values())[: args.queries]
     cached = CachedEmbedder(LocalEmbedder(), ROOT / ".cache" / "embeddings")
-    settings = SearchSettings(url=url, index="bench-profile", window=args.window, leg_timeout_s=30, passages=False)
+    settings = SearchSettings(url=url, index="bench-profile", window=args.window, passages=False)
+    if args.leg_budget is not None:  # (default: the settings' default, as users run it)
+        settings = settings.model_copy(update={"leg_timeout_s": args.leg_budget})
     async with SearchClient.from_settings(settings, embedder=cached) as loader:
         await loader.indices.delete()
         await loader.ensure_index()
@@ -246,6 +248,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--highlight", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--leg-budget", type=float, help="leg_timeout_s (default: the settings' default)")
     parser.add_argument("--sort", nargs="+", default=["tottime", "cumulative"], help="pstats sort keys")
     parser.add_argument(
         "--cprofile",

@@ -111,15 +111,18 @@ async def two_phase(
     highlight: bool = False,
     legs: tuple[str, ...] = ("bm25", "knn"),
     timings: dict[str, float] | None = None,
+    server_timeout: str | None = None,
 ) -> list[dict[str, Any]]:
     """``vector`` may be an embedding function: then the BM25 request is on the wire while it runs.
     ``timings`` (if given) receives each leg's and the fetch's wall time in ms, measured as our client
-    measures its own (``LegReport.latency_ms``, ``fetch_ms``), for the overhead reference."""
+    measures its own (``LegReport.latency_ms``, ``fetch_ms``), for the overhead reference. ``server_timeout``: the
+    legs' server-side ``timeout`` (ours sends one, so Elasticsearch stops work the client has given up on)."""
     clock = time.perf_counter
+    server = {"timeout": server_timeout} if server_timeout is not None else {}
 
     async def bm25() -> list[str]:
         t0 = clock()
-        resp = await es.search(index=index, **bm25_request(text, size=window))
+        resp = await es.search(index=index, **bm25_request(text, size=window), **server)
         ids = [h["_id"] for h in resp["hits"]["hits"]]
         if timings is not None:
             timings["bm25"] = (clock() - t0) * 1000
@@ -128,7 +131,7 @@ async def two_phase(
     async def knn() -> list[str]:
         t0 = clock()
         v = vector if isinstance(vector, Sequence) else await vector(text)
-        resp = await es.search(index=index, **knn_request(v, k=window, num_candidates=candidates))
+        resp = await es.search(index=index, **knn_request(v, k=window, num_candidates=candidates), **server)
         ids = [h["_id"] for h in resp["hits"]["hits"]]
         if timings is not None:
             timings["knn"] = (clock() - t0) * 1000

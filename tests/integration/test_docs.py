@@ -36,7 +36,6 @@ async def users_index(es: AsyncElasticsearch, index_name: str) -> str:
     return index_name
 
 
-@pytest.mark.smoke
 @pytest.mark.parametrize("code", [code for _, code in EXAMPLES], ids=[where for where, _ in EXAMPLES])
 async def test_every_python_example_of_the_docs_runs_on_an_index_of_its_own_and_leaves_others_alone(
     code: str,

@@ -13,12 +13,15 @@ from collections.abc import Iterator
 import pytest
 from elasticsearch import AsyncElasticsearch, Elasticsearch
 from elasticsearch.helpers.vectorstore import AsyncBM25Strategy
+from haystack import Document as HaystackDocument
+from haystack.document_stores.types import FilterPolicy
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from llama_index.core.schema import TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
 from embeddings import HashingEmbedder
 from storage import ConfigurationError, InvalidQuery, SearchClient, SearchSettings
+from storage.integrations.haystack import HybridSearchDocumentStore, HybridSearchRetriever
 from storage.integrations.langchain import HybridSearchStore
 from storage.integrations.llama_index import HybridSearchVectorStore
 
@@ -145,3 +148,38 @@ def test_llama_index_store_names_what_to_pass_instead_of_the_peer_s_arguments(se
         index_name=settings.index, es_url=settings.url, text_field="content", distance_strategy="COSINE", batch_size=50
     )
     store.close()
+
+
+def test_haystack_store_retriever_takes_the_peer_retrievers_filter_policy_scale_score_and_fuzziness(
+    settings: SearchSettings,
+) -> None:
+    store = HybridSearchDocumentStore(hosts=settings.url, index=settings.index, embedder=HashingEmbedder(dimensions=64))
+    try:
+        store.write_documents(
+            [
+                HaystackDocument(id=i, content=t, meta={"page": n, "year": 2024 + n % 2})
+                for n, (i, t, _) in enumerate(PAGES)
+            ]
+        )
+        page = {"field": "meta.page", "operator": "<=", "value": 3}
+        odd = {"field": "meta.year", "operator": "==", "value": 2025}
+        replace = HybridSearchRetriever(document_store=store, filters=page, top_k=6)
+        merge = HybridSearchRetriever(document_store=store, filters=page, top_k=6, filter_policy=FilterPolicy.MERGE)
+        assert {d.id for d in replace.run("revenue", filters=odd)["documents"]} == {"p2", "p4", "p6"}
+        assert {d.id for d in merge.run("revenue", filters=odd)["documents"]} == {"p2", "p4"}
+
+        fused = HybridSearchRetriever(document_store=store, top_k=6).run("revenue guidance")["documents"]
+        scaled = HybridSearchRetriever(document_store=store, top_k=6, scale_score=True).run("revenue guidance")
+        similarities = [d.score for d in scaled["documents"]]
+        assert all(s is not None and 0.5 < s <= 1.0 for s in similarities)  # the query's similarity to each
+        assert similarities != [d.score for d in fused]  # (not the fused score, which ordered the list)
+        bm25 = HybridSearchRetriever(document_store=store, top_k=6, scale_score=True, mode="bm25")
+        assert all(0.5 < (d.score or 0.0) < 1.0 for d in bm25.run("guidance")["documents"])  # the peer's logistic
+
+        assert HybridSearchRetriever(document_store=store, fuzziness=0).run("revenue")["documents"]
+        with pytest.raises(ConfigurationError, match="recover=True retries"):
+            HybridSearchRetriever(document_store=store, fuzziness="AUTO")
+        with pytest.raises(ConfigurationError, match="'replace' or 'merge'"):
+            HybridSearchRetriever(document_store=store, filter_policy="both")
+    finally:
+        store.close()

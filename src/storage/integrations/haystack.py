@@ -38,16 +38,13 @@ Each error below is Haystack's and ours at once (a ``FilterError`` and an :class
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
-    from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumentError
-    from haystack.document_stores.types import DuplicatePolicy
-    from haystack.errors import FilterError
+    from haystack.document_stores.types import DuplicatePolicy, FilterPolicy, apply_filter_policy
     from haystack.utils import Secret, deserialize_secrets_inplace
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -58,13 +55,24 @@ from embeddings import Embedder
 
 from .._client import SearchClient
 from .._dsl.filters import Filter
-from .._errors import ConfigurationError, InvalidDocument, InvalidQuery
+from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
 from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore, check_options
 from ._dialects import count_argument, haystack_filters
+from ._haystack_documents import (
+    DuplicateDocuments,
+    FilterNotSupported,
+    NotDocuments,
+    checked,
+    ours,
+    payload,
+    peer_retriever_options,
+    store_filters,
+    stored_document,
+)
 from ._peers import Refresh, api_key_of, haystack_arguments, refresh_of
-from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
+from ._store import StoreCore, document_fields, open_store, store_options
 
 __all__ = [
     "DuplicateDocuments",
@@ -73,88 +81,6 @@ __all__ = [
     "HybridSearchRetriever",
     "NotDocuments",
 ]
-
-
-class FilterNotSupported(InvalidQuery, FilterError):
-    """A Haystack filter that is malformed or that our filter model refuses (names what and why)."""
-
-
-class DuplicateDocuments(InvalidDocument, DuplicateDocumentError):
-    """``write_documents`` with ``DuplicatePolicy.FAIL`` (or ``NONE``) met ids the store holds (or a batch
-    that repeats one): nothing was written. ``.ids``: those ids."""
-
-    def __init__(self, ids: Sequence[str], *, written: int = 0) -> None:
-        self.ids = list(ids)
-        shown = ", ".join(self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
-        what = f"the other {written} were written" if written else "nothing was written"
-        super().__init__(
-            f"{len(self.ids)} document id(s) already in the store or given twice: {shown}; {what} "
-            "(policy=DuplicatePolicy.OVERWRITE replaces them, SKIP leaves them)"
-        )
-
-
-class EmbeddingSizes(InvalidDocument, DocumentStoreError):
-    """Documents whose own embeddings differ in length, written together (as the peer's index refuses them)."""
-
-
-class NotDocuments(InvalidDocument, ValueError):
-    """``write_documents`` was given something other than a list of Haystack ``Document`` objects."""
-
-
-@contextlib.contextmanager
-def _as_filter_error() -> Iterator[None]:
-    try:
-        yield
-    except FilterNotSupported:
-        raise
-    except InvalidQuery as exc:
-        raise FilterNotSupported(str(exc)) from None
-
-
-def _store_filters(filters: dict[str, Any] | None) -> list[Filter] | None:
-    """Haystack's filter syntax, for a store (fields ``id`` and ``meta.<key>``), as our filters."""
-    with _as_filter_error():
-        ours = haystack_filters(filters, store=True)
-    return ours if isinstance(ours, list) else None
-
-
-#: The key of a Haystack document's serialized form in our ``payload``.
-_PAYLOAD_KEY = "haystack"
-
-
-def _stored_document(found: Stored) -> Document:
-    """A stored Haystack document as it was written (with the hit's score), or one our own API wrote."""
-    kept = found.metadata.get(_PAYLOAD_KEY)
-    if isinstance(kept, dict) and set(found.metadata) == {_PAYLOAD_KEY}:
-        return Document.from_dict({**kept, "score": found.score})
-    return Document(id=found.id, content=found.content, meta=found.metadata, score=found.score)
-
-
-def _payload(doc: Document) -> dict[str, Any]:
-    """What a Haystack document keeps in our ``payload``: the whole of it (but a search's score)."""
-    return {_PAYLOAD_KEY: {**doc.to_dict(flatten=False), "score": None}}
-
-
-def _ours(documents: Sequence[Document]) -> list[Any]:
-    return our_documents([(d.id, d.content or "", d.meta) for d in documents], [_payload(d) for d in documents])
-
-
-def _checked(documents: Any) -> list[Document]:
-    if not isinstance(documents, list):
-        raise NotDocuments(
-            f"param 'documents' must contain a list of objects of type Document, got {type(documents).__name__}"
-        )
-    for position, d in enumerate(documents):
-        if not isinstance(d, Document):
-            raise NotDocuments(
-                f"param 'documents' must contain a list of objects of type Document: document {position} is a "
-                f"{type(d).__name__}",
-                position=position,
-            )
-    sizes = {len(d.embedding) for d in documents if d.embedding is not None}
-    if len(sizes) > 1:
-        raise EmbeddingSizes(f"the documents' own embeddings differ in length ({sorted(sizes)}): nothing written")
-    return documents
 
 
 class HybridSearchDocumentStore:
@@ -230,21 +156,21 @@ class HybridSearchDocumentStore:
         return await self._core.bridge.arun(lambda c: self._core.count(c))
 
     def count_documents_by_filter(self, filters: dict[str, Any]) -> int:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return self._core.bridge.run(lambda c: self._core.count(c, ours))
 
     async def count_documents_by_filter_async(self, filters: dict[str, Any]) -> int:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return await self._core.bridge.arun(lambda c: self._core.count(c, ours))
 
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Every document ``filters`` (Haystack's syntax; None or ``{}``: all) match."""
-        ours = _store_filters(filters)
-        return [_stored_document(s) for s in self._core.bridge.run(lambda c: self._core.filtered(c, ours))]
+        ours = store_filters(filters)
+        return [stored_document(s) for s in self._core.bridge.run(lambda c: self._core.filtered(c, ours))]
 
     async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
-        ours = _store_filters(filters)
-        return [_stored_document(s) for s in await self._core.bridge.arun(lambda c: self._core.filtered(c, ours))]
+        ours = store_filters(filters)
+        return [stored_document(s) for s in await self._core.bridge.arun(lambda c: self._core.filtered(c, ours))]
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -255,13 +181,13 @@ class HybridSearchDocumentStore:
         same id, ``SKIP`` leaves it, ``FAIL`` and ``NONE`` (the default, as Elasticsearch's store) raise
         :class:`DuplicateDocuments` and write nothing. ``refresh`` (``True``, ``"wait_for"``, ``False``;
         default the store's): the write is visible to reads when the call returns."""
-        given = _checked(documents)
+        given = checked(documents)
         return self._core.bridge.run(lambda c: self._write(c, given, policy, refresh_of(refresh)))
 
     async def write_documents_async(
         self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE, refresh: Refresh = None
     ) -> int:
-        given = _checked(documents)
+        given = checked(documents)
         return await self._core.bridge.arun(lambda c: self._write(c, given, policy, refresh_of(refresh)))
 
     async def _write(
@@ -269,7 +195,7 @@ class HybridSearchDocumentStore:
     ) -> int:
         if policy == DuplicatePolicy.OVERWRITE:
             chosen = list({d.id: d for d in documents}.values())  # (the last of an id given twice)
-            await self._core.add(client, _ours(chosen), refresh=refresh)
+            await self._core.add(client, ours(chosen), refresh=refresh)
             return len(chosen)
         first: dict[str, Document] = {}
         for d in documents:
@@ -280,7 +206,7 @@ class HybridSearchDocumentStore:
                 repeated = {i for i, n in Counter(d.id for d in documents).items() if n > 1}
                 raise DuplicateDocuments(sorted(held | repeated))
         # Written with Elasticsearch's create: an id another writer wrote meanwhile is never overwritten.
-        written, existed = await self._core.add_new(client, _ours(list(first.values())), refresh=refresh)
+        written, existed = await self._core.add_new(client, ours(list(first.values())), refresh=refresh)
         if existed and policy != DuplicatePolicy.SKIP:
             raise DuplicateDocuments(existed, written=len(written))
         return len(written)
@@ -294,23 +220,23 @@ class HybridSearchDocumentStore:
 
     def delete_by_filter(self, filters: dict[str, Any], refresh: Refresh = None) -> int:
         """Delete every document ``filters`` match; how many."""
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return self._core.bridge.run(lambda c: self._core.delete_matching(c, ours, refresh=refresh_of(refresh)))
 
     async def delete_by_filter_async(self, filters: dict[str, Any], refresh: Refresh = None) -> int:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return await self._core.bridge.arun(lambda c: self._core.delete_matching(c, ours, refresh=refresh_of(refresh)))
 
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any], refresh: Refresh = None) -> int:
         """Merge ``meta`` into the meta of every document ``filters`` match (each written again, so its
         content is embedded again); how many."""
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return self._core.bridge.run(lambda c: self._update(c, ours, meta, refresh_of(refresh)))
 
     async def update_by_filter_async(
         self, filters: dict[str, Any], meta: dict[str, Any], refresh: Refresh = None
     ) -> int:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         return await self._core.bridge.arun(lambda c: self._update(c, ours, meta, refresh_of(refresh)))
 
     async def _update(
@@ -318,9 +244,9 @@ class HybridSearchDocumentStore:
     ) -> int:
         if not isinstance(meta, dict):
             raise InvalidQuery(f"meta must be a dict, got {type(meta).__name__}")
-        found = [_stored_document(s) for s in await self._core.filtered(client, filters)]
+        found = [stored_document(s) for s in await self._core.filtered(client, filters)]
         updated = [Document.from_dict({**d.to_dict(flatten=False), "meta": {**d.meta, **meta}}) for d in found]
-        await self._core.add(client, _ours(updated), refresh=refresh)
+        await self._core.add(client, ours(updated), refresh=refresh)
         return len(updated)
 
     def delete_all_documents(self, recreate_index: bool = False, refresh: Refresh = None) -> None:
@@ -341,7 +267,7 @@ class HybridSearchDocumentStore:
         def convert(doc_id: str, source: Mapping[str, Any]) -> dict[str, Any]:
             given = {k: v for k, v in source.items() if k not in ("score", "sparse_embedding")}
             doc = Document.from_dict({**given, "id": doc_id})
-            return document_fields(doc.id, doc.content or "", doc.meta, _payload(doc))
+            return document_fields(doc.id, doc.content or "", doc.meta, payload(doc))
 
         return self._core.bridge.run(
             lambda c: self._core.import_index(c, index, convert=convert, fields=None, batch_size=batch_size)
@@ -350,20 +276,20 @@ class HybridSearchDocumentStore:
     # -- search (the retriever's) ----------------------------------------------------------------------
 
     def _search(
-        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any]
+        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any], scale: bool = False
     ) -> list[Document]:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         found = self._core.bridge.run(lambda c: self._core.search(c, query, k=top_k, filters=ours, options=options))
-        return [_stored_document(s) for s in found]
+        return [stored_document(s, scale_score=scale) for s in found]
 
     async def _asearch(
-        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any]
+        self, query: str, filters: dict[str, Any] | None, top_k: int, options: dict[str, Any], scale: bool = False
     ) -> list[Document]:
-        ours = _store_filters(filters)
+        ours = store_filters(filters)
         found = await self._core.bridge.arun(
             lambda c: self._core.search(c, query, k=top_k, filters=ours, options=options)
         )
-        return [_stored_document(s) for s in found]
+        return [stored_document(s, scale_score=scale) for s in found]
 
     def close(self) -> None:
         """Close the client this store made (a client you gave stays open)."""
@@ -404,7 +330,11 @@ class HybridSearchRetriever:
     ``HybridSearchRetriever(document_store=store, top_k=10, filters=None, **options)``: the retriever of a
     :class:`HybridSearchDocumentStore` (as ``ElasticsearchBM25Retriever`` is of its store): the store's
     documents as they were written, with the score that ordered them; ``filters`` in Haystack's syntax on
-    the store's fields; ``to_dict`` holds the store's own.
+    the store's fields; ``to_dict`` holds the store's own. The peer retrievers' ``filter_policy`` (``replace``:
+    a run's filters replace the component's; ``merge``: both apply), ``scale_score`` (scores in [0, 1]: the
+    query's similarity, or in ``bm25`` mode the peer's logistic of the BM25 score) and ``fuzziness=0`` are
+    taken; another ``fuzziness`` is refused (this BM25 matches words as written; ``recover=True`` retries a
+    query that finds nothing with fuzzy matching).
     """
 
     def __init__(
@@ -427,7 +357,10 @@ class HybridSearchRetriever:
                 raise ConfigurationError("a document_store has its client: pass document_store alone")
             self._top_k = count_argument("top_k", options.pop("top_k", 10))
             self._filters = options.pop("filters", None)
-            _store_filters(self._filters)  # (checked now: a bad filter is a construction error)
+            store_filters(self._filters)  # (checked now: a bad filter is a construction error)
+            self._policy, self._scale = peer_retriever_options(options)
+            if self._policy is not FilterPolicy.REPLACE or "filter_policy" in self._options:
+                self._options["filter_policy"] = self._policy.value  # (to_dict: a string, as the peer's)
             self._store_options = store_options(options, instead="pass top_k= / filters= (Haystack's syntax)")
             return
         ours = {**options, **_overrides(options.pop("filters", None), options.pop("top_k", None))}
@@ -447,7 +380,8 @@ class HybridSearchRetriever:
         return cls(settings=settings, **options)
 
     def _store_call(self, filters: dict[str, Any] | None, top_k: int | None) -> tuple[Any, int]:
-        return (self._filters if filters is None else filters), (
+        """The filters (the component's and the call's, by the filter policy) and ``top_k`` of one run."""
+        return apply_filter_policy(self._policy, self._filters, filters), (
             self._top_k if top_k is None else count_argument("top_k", top_k)
         )
 
@@ -455,7 +389,8 @@ class HybridSearchRetriever:
     def run(self, query: str, filters: dict[str, Any] | None = None, top_k: int | None = None) -> dict[str, Any]:
         """The documents for ``query`` (``filters`` and ``top_k`` override the component's options)."""
         if self._store is not None:
-            return {"documents": self._store._search(query, *self._store_call(filters, top_k), self._store_options)}
+            found = self._store._search(query, *self._store_call(filters, top_k), self._store_options, self._scale)
+            return {"documents": found}
         return {"documents": [_document(h) for h in self._core.search(query, **_overrides(filters, top_k))]}
 
     @component.output_types(documents=list[Document])
@@ -464,7 +399,9 @@ class HybridSearchRetriever:
     ) -> dict[str, Any]:
         """:meth:`run`, for ``AsyncPipeline`` and async callers."""
         if self._store is not None:
-            found = await self._store._asearch(query, *self._store_call(filters, top_k), self._store_options)
+            found = await self._store._asearch(
+                query, *self._store_call(filters, top_k), self._store_options, self._scale
+            )
             return {"documents": found}
         hits = await self._core.asearch(query, **_overrides(filters, top_k))
         return {"documents": [_document(h) for h in hits]}
