@@ -277,6 +277,7 @@ class SearchClient:
         num_candidates: int | None = None,
         similarity: float | None = None,
         similarities: bool = False,
+        query_vector: Sequence[float] | None = None,
         strict: bool = False,
         highlight: bool = True,
         index: str | None = None,
@@ -295,20 +296,19 @@ class SearchClient:
         parallel), fused in the client, optionally reranked.
 
         - ``filters``: one filter model for both legs (``{"ticker": "AAPL", "published_at": {"gte": ...}}``, or
-          a list of :mod:`storage.filters` objects); ``tenant_id``: the tenant every result belongs to
-          (required by a multi-tenant client).
+          :mod:`storage.filters` objects); ``tenant_id``: the results' tenant (a multi-tenant client needs it).
         - ``limit`` hits from ``offset`` of the fused list, which holds each leg's ``window`` best candidates
           (``offset + limit`` must fit inside it; ``num_candidates``: kNN's HNSW breadth; ``similarity``: the
           kNN leg's floor, Elasticsearch's raw similarity).
         - ``hit.similarity`` (in [0, 1]: what to threshold on) is the kNN leg's score; ``similarities=True``
           also measures it for shown hits the leg missed (one more kNN request, restricted to them).
+          ``query_vector`` (made with the client's model): searched instead of the embedded text.
         - ``fusion`` (``rrf``, ``linear_minmax``, ``linear_zscore``, ``dbsf``), ``rrf_k`` and ``weights``
           (``{"bm25": 1, "knn": 2}``): default the setting in force (the call's, else the settings', else the
           one stored with the index, else the defaults; ``response.fusion_sources`` says which).
-        - ``strict``: a failed leg (or shards that did not answer) raises instead of degrading the result; when
-          every leg fails, :class:`SearchFailed` carries each leg's typed error.
-        - ``highlight``: the page's fragments (one fetch after fusion, whichever leg found each hit);
-          ``index``: other explicit index or alias names (comma-separated).
+        - ``strict``: a failed leg (or unanswered shards) raises instead of degrading the result (all failed:
+          :class:`SearchFailed`, with each leg's typed error).
+        - ``highlight``: the page's fragments (one fetch after fusion); ``index``: other index or alias names.
         - Zero-result recovery (reported in ``response.recovery``): ``recover`` retries an empty BM25 leg with
           fuzzy matching; ``scopes`` are wider filter sets tried in order while nothing is found.
         - ``round_trip``: two parallel requests or one ``_msearch``; ``syntax="boolean"`` parses AND/OR/NOT,

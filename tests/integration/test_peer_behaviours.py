@@ -57,8 +57,9 @@ def test_langchain_store_takes_an_elasticsearch_client_and_its_filter_clauses(
         langchain_store.similarity_search("revenue", filter=[{"match": {"text": "guidance"}}])
     with pytest.raises(InvalidQuery, match="custom_query is not supported"):
         langchain_store.similarity_search("revenue", custom_query=lambda body, query: body)
-    with pytest.raises(NotImplementedError, match="pass the query text"):
-        langchain_store.similarity_search_by_vector([0.1] * 8)
+    assert [d.id for d in langchain_store.similarity_search_by_vector(_EMBEDDING.embed_query(PAGES[2][1]), k=1)] == [
+        "p3"
+    ]  # a vector the store's own embedding made: searched (tests/integration/test_query_vector.py)
 
 
 def test_langchain_store_takes_vectors_its_own_embedding_made_and_refuses_others(

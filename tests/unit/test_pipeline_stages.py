@@ -82,6 +82,24 @@ def test_the_plan_stage_takes_zero_and_integer_weights() -> None:
     assert _plan(weights={"bm25": 0, "knn": 2}).weights == {"bm25": 0, "knn": 2}
 
 
+def test_a_query_vector_needs_the_knn_leg_and_finite_numbers_and_alone_needs_knn_mode() -> None:
+    assert _plan(mode="knn", query="", query_vector=[1, 0.5]).query_vector == (1.0, 0.5)
+    assert _plan(query_vector=[0.1, 0.2]).text == "revenue guidance"  # hybrid: BM25 reads the text
+    with pytest.raises(InvalidQuery, match="needs the kNN leg"):
+        _plan(mode="bm25", query_vector=[0.1])
+    for bad in ([], "0.1", [float("nan")], [True], [None]):
+        with pytest.raises(InvalidQuery, match="query_vector must"):
+            _plan(mode="knn", query_vector=bad)
+    with pytest.raises(InvalidQuery, match="query is empty"):
+        _plan(mode="hybrid", query="", query_vector=[0.1])  # the BM25 leg needs words
+
+
+def test_similarities_need_the_knn_leg() -> None:
+    assert _plan(similarities=True).similarities
+    with pytest.raises(InvalidQuery, match="similarities needs the kNN leg"):
+        _plan(mode="bm25", similarities=True)
+
+
 def test_fuse_raises_only_when_nothing_can_be_fused() -> None:
     plan = _plan()
     ok, down = LegOutcome("bm25", hits=_hits("a")), LegOutcome("knn", error=_down())

@@ -24,7 +24,7 @@ from embeddings import Vector
 from .._dsl.aggregations import FacetSpec
 from .._dsl.mapping import valid_target
 from .._dsl.tenancy import tenants_of
-from .._errors import PartialResults, SearchError
+from .._errors import InvalidQuery, PartialResults, SearchError
 from .._fusion.methods import LegHit
 from .._fusion.setting import FusionSetting, InForce, configured_fusion
 from .._observability.log import query_hash
@@ -78,7 +78,7 @@ class Engine:
         target = await b.metadata.target(valid_target(request.index) if request.index else b.settings.index)
         stored = target.fusion
         below = self._below.get(stored) or self.below_call(stored)
-        return plan_search(
+        plan = plan_search(
             request,
             b.settings,
             has_reranker=b.reranker is not None,
@@ -90,6 +90,12 @@ class Engine:
             if request.facets
             else target.metadata_types,
         )
+        if plan.query_vector is not None and len(plan.query_vector) != b.embedder.dimensions:
+            raise InvalidQuery(
+                f"query_vector has {len(plan.query_vector)} dimensions; this client's model "
+                f"({b.embedder.model_id}) makes {b.embedder.dimensions}: make it with the same model"
+            )
+        return plan
 
     async def _metadata_types(self, request: SearchRequest, known: Mapping[str, str]) -> Mapping[str, str]:
         """The target's metadata mappings for a facet request; read again when a key asked for is not

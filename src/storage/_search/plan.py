@@ -20,7 +20,7 @@ from .._dsl.mapping import valid_target
 from .._dsl.queries import BM25_FIELDS
 from .._dsl.syntax import parse_query
 from .._dsl.tenancy import Scope, read_scope
-from .._dsl.text import clean_query
+from .._dsl.text import CleanQuery, clean_query
 from .._errors import ConfigurationError, InvalidQuery
 from .._fusion.methods import FusionMethod
 from .._fusion.setting import FusionSource, InForce, fusion_in_force
@@ -89,6 +89,8 @@ class Plan:
     diversity: float = 0.0
     #: Every shown hit's similarity, the kNN leg's or measured for the hits it did not reach.
     similarities: bool = False
+    #: The caller's query vector (searched instead of the embedded text), its length checked by the engine.
+    query_vector: tuple[float, ...] | None = None
 
     @property
     def doc_fields(self) -> tuple[str, ...]:
@@ -186,10 +188,12 @@ def plan_search(
         if not isinstance(w, int | float) or not 0 <= w < math.inf:  # (NaN compares False)
             raise InvalidQuery("weights must be finite numbers >= 0")
     scope = read_scope(r.filters, r.tenant_id, what="search", multi_tenant=s.multi_tenant)
-    cleaned = clean_query(r.query)
     legs: tuple[Leg, ...] = ("bm25", "knn") if r.mode == "hybrid" else (r.mode,)
+    query_vector = _query_vector(r.query_vector, legs)
+    vector_only = query_vector is not None and r.mode == "knn" and isinstance(r.query, str) and not r.query.strip()
+    cleaned = CleanQuery("", 0) if vector_only else clean_query(r.query)
     embed_text, bm25_clause, syntax_clauses = cleaned.text, None, []
-    if r.syntax == "boolean":
+    if r.syntax == "boolean" and not vector_only:
         parsed = parse_query(cleaned.text, fields=BM25_FIELDS)
         embed_text, bm25_clause = parsed.embed_text, parsed.clause
         syntax_clauses = to_es_filters(parsed.filters)
@@ -229,6 +233,7 @@ def plan_search(
         per_group=r.per_group,
         diversity=_diversity(r.diversity),
         similarities=_similarities(r.similarities, legs),
+        query_vector=query_vector,
     )
 
 
@@ -252,6 +257,18 @@ def _group_by(field: str | None, per_group: int) -> str | None:
     if field in _GROUP_FIELDS or is_metadata_field(field):
         return field
     raise InvalidQuery(f"group_by must be one of {', '.join(_GROUP_FIELDS)} or metadata.<key>, got {field!r}")
+
+
+def _query_vector(given: Sequence[float] | None, legs: Sequence[str]) -> tuple[float, ...] | None:
+    if given is None:
+        return None
+    if "knn" not in legs:
+        raise InvalidQuery("query_vector needs the kNN leg (mode 'hybrid' or 'knn')")
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence) or not given:
+        raise InvalidQuery("query_vector must be a non-empty sequence of numbers")
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in given):
+        raise InvalidQuery("query_vector must hold finite numbers only")
+    return tuple(float(x) for x in given)
 
 
 def _similarities(asked: bool, legs: Sequence[str]) -> bool:

@@ -125,7 +125,8 @@ class Retriever:
         t0 = time.perf_counter()
         budget = self._b.settings.leg_timeout_s
         out.waiting_on = "embeddings"
-        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
+        given = plan.query_vector
+        vector = list(given) if given else await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
         if shared is not None and not shared.done():
             shared.set_result(vector)
         out.embed_ms = (time.perf_counter() - t0) * 1000
@@ -189,7 +190,12 @@ class Retriever:
                 knn.waiting_on = "embeddings"
                 try:
                     async with asyncio.timeout(budget) as scope:
-                        vector = await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
+                        given = plan.query_vector
+                        vector = (
+                            list(given)
+                            if given
+                            else await self._b.embed_query(plan.embed_text, deadline_s=budget, within=scope)
+                        )
                     if shared is not None and not shared.done():
                         shared.set_result(vector)
                     knn.embed_ms = (time.perf_counter() - t0) * 1000

@@ -67,6 +67,9 @@ class SearchRequest(_Arguments):
     #: Every shown hit's ``similarity``, also of the hits the kNN leg did not reach (one more kNN request,
     #: restricted to them, alongside the page's fetch); ``hybrid`` or ``knn`` mode.
     similarities: bool = False
+    #: The query's vector, made with the client's embedding model (its length is checked): the kNN leg searches
+    #: it instead of embedding the text; a ``knn`` search with it needs no text.
+    query_vector: Sequence[float] | None = None
     #: A failed leg (or partial shards) raises instead of degrading the result.
     strict: bool = False
     highlight: bool = True

@@ -39,10 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document
-    from langchain_core.retrievers import BaseRetriever
-    from langchain_core.tools import ToolException
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the LangChain retriever needs the 'langchain' extra: pip install 'hybrid-search-es[langchain]'"
@@ -52,7 +49,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
-from pydantic import ConfigDict, Field, PrivateAttr
 
 from embeddings import CallableEmbedder
 
@@ -61,107 +57,12 @@ from .._errors import ConfigurationError, InvalidQuery
 from .._settings import SearchSettings
 from .._types.models import IndexReport
 from ._agent_tools import agent_tools
-from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
+from ._langchain_retriever import HybridSearchRetriever, InvalidToolQuery
 from ._peers import connection_of, is_elasticsearch_client, peer_arguments
 from ._store import Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
-
-
-class InvalidToolQuery(InvalidQuery, ToolException):
-    """An :class:`InvalidQuery` from the retriever (an empty query...): also a ``ToolException``, so a LangChain
-    tool with ``handle_tool_error`` gives the model the sentence."""
-
-
-def _document(hit: Retrieved) -> Document:
-    return Document(id=hit.id, page_content=hit.content, metadata=hit.metadata)
-
-
-def _our_options(options: dict[str, Any]) -> dict[str, Any]:
-    """LangChain's names as ours: ``k`` is ``limit``, ``filter`` (``{key: value}``) is ``filters``, and
-    ``search_kwargs`` (what ``as_retriever`` users write) holds either; anything else is one of ours."""
-    out = dict(options)
-    nested = out.pop("search_kwargs", None)
-    if nested is not None:
-        if not isinstance(nested, dict):
-            raise InvalidToolQuery(f"search_kwargs must be a dict, got {type(nested).__name__}")
-        out = {**_our_options(nested), **out}
-    if "k" in out:
-        out["limit"] = count_argument("k", out.pop("k"))
-    if "filter" in out:
-        out["filters"] = langchain_filter(out.pop("filter"))
-    return out
-
-
-class HybridSearchRetriever(BaseRetriever):
-    """Hybrid (BM25 + kNN, fused in the client) search as a LangChain retriever.
-
-    ``HybridSearchRetriever(client=..., **options)`` uses your :class:`SearchClient` (yours to close);
-    ``HybridSearchRetriever.from_settings(**options)`` makes one from the environment (``ES_*``,
-    ``EMBEDDINGS_*``, ...) on a loop of its own (``close()`` it when done). ``options`` are
-    :meth:`SearchClient.search` arguments: ``mode``, ``limit``, ``filters``, ``tenant_id``, ``rerank``,
-    ``fusion``, ``strict`` (raise our typed errors instead of returning a degraded result), ...; and
-    LangChain's own names: ``k`` (``limit``), ``filter`` (``{key: value}``), ``search_kwargs={"k": ..,
-    "filter": ..}`` — at construction and per call (``retriever.invoke("q", k=3)``);
-    ``content``: a document holds a long document's best passages (``passages``, the default) or its whole
-    text (``text``).
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    client: SearchClient | None = None
-    settings: SearchSettings | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    content: Content = "passages"
-    _core: RetrieverCore = PrivateAttr()
-
-    def __init__(
-        self,
-        *,
-        client: SearchClient | None = None,
-        settings: SearchSettings | None = None,
-        content: Content = "passages",
-        **options: Any,
-    ) -> None:
-        # LangChain's own fields (tags, metadata, verbose) go to it; everything else is a search option.
-        fields: dict[str, Any] = {k: options.pop(k) for k in ("tags", "metadata", "verbose") if k in options}
-        options = _our_options(options)
-        fields.update(client=client, settings=settings, options=options, content=content)
-        super().__init__(**fields)
-        self._core = RetrieverCore(client, settings=settings, options=options, content=content)
-
-    @classmethod
-    def from_settings(cls, settings: SearchSettings | None = None, **options: Any) -> HybridSearchRetriever:
-        """A retriever with a client of its own, made from ``settings`` (default: the environment)."""
-        return cls(settings=settings, **options)
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **overrides: Any
-    ) -> list[Document]:
-        try:
-            return [_document(hit) for hit in self._core.search(query, **_our_options(overrides))]
-        except InvalidToolQuery:
-            raise
-        except InvalidQuery as exc:
-            raise InvalidToolQuery(str(exc)) from exc
-
-    async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **overrides: Any
-    ) -> list[Document]:
-        try:
-            return [_document(hit) for hit in await self._core.asearch(query, **_our_options(overrides))]
-        except InvalidToolQuery:
-            raise
-        except InvalidQuery as exc:
-            raise InvalidToolQuery(str(exc)) from exc
-
-    def close(self) -> None:
-        """Close the client this retriever made (``from_settings``); a client you gave stays open."""
-        self._core.close()
-
-    async def aclose(self) -> None:
-        await self._core.aclose()
 
 
 def _embedder(embedding: Embeddings) -> CallableEmbedder:
@@ -398,13 +299,40 @@ class HybridSearchStore(VectorStore):
         found = await self._afound(query, k, filter_, kwargs)
         return [(_from_stored(s), float(s.relevance or 0.0)) for s in found]
 
-    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
-        """Refused: this store embeds the query with its own embedder (and fuses BM25 with kNN on the text);
-        a vector computed elsewhere is not searched."""
-        raise NotImplementedError(
-            "similarity_search_by_vector: this store embeds the query itself (and searches BM25 on its words): "
-            "pass the query text to similarity_search(query)"
-        )
+    def _by_vector(self, embedding: Sequence[float], extra: dict[str, Any]) -> dict[str, Any]:
+        """A search by a vector the framework computed: the kNN leg alone, on that vector — taken when the
+        store's own ``embedding`` made it (the index holds that model's vectors), refused otherwise."""
+        if self._embedding is None:
+            raise InvalidQuery(
+                "similarity_search_by_vector: this store embeds with its own model, not the one your vector comes "
+                "from: pass the query text to similarity_search(query), or build the store with "
+                "embedding=<the Embeddings that made it>"
+            )
+        return {**extra, "mode": "knn", "query_vector": list(embedding)}
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[Document]:
+        """The nearest documents to ``embedding`` (kNN; see :meth:`_by_vector` for which vectors are taken)."""
+        return [_from_stored(s) for s in self._found("", k, filter, self._by_vector(embedding, kwargs))]
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[Document]:
+        return [_from_stored(s) for s in await self._afound("", k, filter, self._by_vector(embedding, kwargs))]
+
+    def similarity_search_by_vector_with_relevance_scores(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_by_vector` with each document's similarity in [0, 1] (as the peer's)."""
+        found = self._found("", k, filter, self._by_vector(embedding, kwargs))
+        return [(_from_stored(s), float(s.relevance or 0.0)) for s in found]
+
+    async def asimilarity_search_by_vector_with_relevance_scores(
+        self, embedding: list[float], k: int = 4, filter: Any = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        found = await self._afound("", k, filter, self._by_vector(embedding, kwargs))
+        return [(_from_stored(s), float(s.relevance or 0.0)) for s in found]
 
     def max_marginal_relevance_search(
         self,

@@ -94,6 +94,16 @@ def _node(hit: Retrieved) -> NodeWithScore:
     return NodeWithScore(node=node, score=hit.score)
 
 
+_NO_TEXT = (
+    "a query without query_str is searched by its query_embedding alone, in the default (kNN) or mmr mode; "
+    "hybrid and text_search need the text (query_str)"
+)
+_FOREIGN = (
+    "this store embeds with its own model, not the one your query_embedding comes from: pass query_str (the "
+    "store embeds it), or build the store with embed_model=<the model that made it>"
+)
+
+
 def _similarity(found: Stored) -> float:
     """A node's similarity as the peer gives it: Elasticsearch's kNN score, in [0, 1] and comparable across
     queries (so ``SimilarityPostprocessor(similarity_cutoff=...)`` means the same for every query); in
@@ -232,6 +242,8 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     _core: StoreCore = PrivateAttr()
     _options: dict[str, Any] = PrivateAttr()
     _default_mode: str = PrivateAttr()
+    #: A query's own ``query_embedding`` is searched when the store's ``embed_model`` made it.
+    _vectors_taken: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -277,6 +289,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             options, instead="the query says it", reserved=("limit", "filters", "mode", "query")
         )
         self._default_mode = default_mode
+        self._vectors_taken = embed_model is not None
         if embed_model is not None and embedder is not None:
             raise ConfigurationError("pass embed_model (LlamaIndex's) or embedder (ours), not both")
         self._core = open_store(
@@ -401,17 +414,18 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         es_filter = given.pop("es_filter", None)
         if given:
             raise InvalidQuery(f"unknown query argument(s) {sorted(given)}: es_filter and custom_query are taken")
-        if not query.query_str:
-            raise InvalidQuery(
-                "this store embeds the query itself: the query needs its text (query_str); a query_embedding alone "
-                "cannot be searched here"
-            )
         if query.mode not in _MODES:
             raise InvalidQuery(
                 f"the query mode {query.mode.value!r} is not supported: use default, hybrid, text_search or mmr"
             )
         mode = self._default_mode if query.mode == VectorStoreQueryMode.DEFAULT else _MODES[query.mode]
         options: dict[str, Any] = {**self._options, "mode": mode}
+        vector = query.query_embedding if self._vectors_taken and mode != "bm25" else None
+        if vector is not None:  # (the store's own embed_model made it: the kNN leg searches it, no second call)
+            options["query_vector"] = list(vector)
+        if not query.query_str and (vector is None or mode != "knn"):
+            foreign = query.query_embedding is not None and not self._vectors_taken
+            raise InvalidQuery(_FOREIGN if foreign else _NO_TEXT)
         if query.mode == VectorStoreQueryMode.MMR:
             threshold = 0.5 if query.mmr_threshold is None else query.mmr_threshold
             if not 0.0 <= threshold <= 1.0:
@@ -426,7 +440,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
             if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k
             else query.similarity_top_k
         )
-        return query.query_str, k, scope, options
+        return query.query_str or "", k, scope, options
 
     @staticmethod
     def _result(found: list[Stored]) -> VectorStoreQueryResult:
