@@ -85,3 +85,16 @@ def test_a_document_needs_a_title_or_a_text_and_embeds_what_it_has() -> None:
     assert Document(title="T", text="body").embedding_text() == "T\nbody"
     with pytest.raises(ValidationError, match="a title or a text"):
         Document(title=" ", text="")
+
+
+def test_the_workbench_extra_installs_what_its_measure_and_tune_import() -> None:
+    """``pip install 'hybrid-search-es[workbench]'`` alone: Measure and Tune run storage.evaluation, which needs
+    the eval extra's packages (they failed with "evaluation needs the 'eval' extra": issue 63)."""
+    import tomllib
+    from pathlib import Path
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {requirement.split(">")[0].split("=")[0].split("[")[0] for requirement in extras["workbench"]}
+    assert {requirement.split(">")[0] for requirement in extras["eval"]} <= names
