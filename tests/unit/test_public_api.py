@@ -98,3 +98,34 @@ def test_the_workbench_extra_installs_what_its_measure_and_tune_import() -> None
     ]
     names = {requirement.split(">")[0].split("=")[0].split("[")[0] for requirement in extras["workbench"]}
     assert {requirement.split(">")[0] for requirement in extras["eval"]} <= names
+
+
+def test_a_hit_gives_its_stored_document_back_typed() -> None:
+    from storage import SearchHit
+
+    hit = SearchHit(
+        id="a1",
+        score=0.5,
+        normalized_score=1.0,
+        source={
+            "title": "Apple",
+            "text": "Revenue fell.",
+            "ticker": "AAPL",
+            "source": "q3.pdf",
+            "published_at": "2024-05-01",
+            "metadata": {"region": "eu"},
+            "content_hash": "abc",
+            "passages": [{"start": 0, "end": 5}],
+        },
+    )
+    doc = hit.document
+    assert isinstance(doc, Document)
+    assert (doc.id, doc.title, doc.ticker, doc.source, doc.metadata) == (
+        "a1",
+        "Apple",
+        "AAPL",
+        "q3.pdf",
+        {"region": "eu"},
+    )
+    assert doc.published_at is not None
+    assert doc.published_at.isoformat().startswith("2024-05-01")

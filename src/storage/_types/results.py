@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .models import Leg, SearchMode
+from .models import Document, Leg, SearchMode
 
 __all__ = [
     "Facet",
@@ -203,6 +203,13 @@ class SearchHit(BaseModel):
     @property
     def text(self) -> str:
         return str(self.source.get("text", ""))
+
+    @property
+    def document(self) -> Document:
+        """The hit's stored document, typed as it was indexed (``source`` is Elasticsearch's ``_source``
+        dict; ``document.source`` is the document's origin field)."""
+        fields = Document.model_fields
+        return Document(**{k: v for k, v in self.source.items() if k in fields and k != "id"}, id=self.id)
 
 
 def relevant(hit: SearchHit, min_similarity: float) -> bool:
