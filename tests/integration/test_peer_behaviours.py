@@ -184,3 +184,20 @@ def test_haystack_store_retriever_takes_the_peer_retrievers_filter_policy_scale_
             HybridSearchRetriever(document_store=store, filter_policy="both")
     finally:
         store.close()
+
+
+def test_langchain_store_client_is_the_client_given_and_a_url_made_store_says_it_has_none(
+    settings: SearchSettings,
+) -> None:
+    es = Elasticsearch(settings.url)
+    given = HybridSearchStore(index_name=settings.index, embedding=_EMBEDDING, client=es)
+    made = HybridSearchStore(index_name=settings.index, embedding=_EMBEDDING, es_url=settings.url)
+    try:
+        assert given.client is es  # the peer's store.client: index administration goes on with it
+        assert given.client.indices.exists(index=settings.index) is not None
+        with pytest.raises(AttributeError, match="made from a URL"):
+            _ = made.client
+    finally:
+        given.close()
+        made.close()
+        es.close()

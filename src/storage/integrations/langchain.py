@@ -119,6 +119,7 @@ class HybridSearchStore(VectorStore):
         self._options = check_store_options(options)
         connection: dict[str, Any] = {"url": es_url, "cloud_id": es_cloud_id, "username": es_user}
         connection.update(password=es_password, api_key=es_api_key)
+        self._given = client  # (store.client: what you passed)
         if is_elasticsearch_client(client):
             if any(connection.values()):
                 raise ConfigurationError("pass client= (an Elasticsearch client) alone, not with es_url / credentials")
@@ -143,6 +144,19 @@ class HybridSearchStore(VectorStore):
     @property
     def embeddings(self) -> Embeddings | None:
         return self._embedding
+
+    @property
+    def client(self) -> Any:
+        """The peer's ``store.client``: the client you passed as ``client=`` (an ``Elasticsearch`` or a
+        :class:`SearchClient`). A store made from a URL has no elasticsearch-py client to hand out (its searches
+        run on an asyncio :class:`SearchClient` of its own): an ``AttributeError`` says what to do instead."""
+        if self._given is None:
+            raise AttributeError(
+                "store.client: this store was made from a URL and runs on an asyncio SearchClient of its own; pass "
+                "client=Elasticsearch(...) to keep using that client beside the store, or use your own for index "
+                "administration"
+            )
+        return self._given
 
     # -- writes ----------------------------------------------------------------------------------------
 
