@@ -23,6 +23,7 @@ __all__ = [
     "is_elasticsearch_client",
     "peer_arguments",
     "refresh_of",
+    "store_connection",
 ]
 
 #: Headers an elasticsearch-py client sends on its own (not the user's to carry over).
@@ -81,6 +82,27 @@ def connection_of(es: Any) -> dict[str, Any]:
     if config.ssl_assert_fingerprint:
         connection["ssl_assert_fingerprint"] = str(config.ssl_assert_fingerprint)
     return connection
+
+
+def store_connection(
+    *,
+    url: str | None,
+    cloud_id: str | None,
+    username: str | None,
+    password: str | None,
+    api_key: str | None,
+    es: Any = None,
+    alone: str = "client=",
+) -> dict[str, Any]:
+    """The connection a store opens: the peer's ``es_url`` / ``es_cloud_id`` / credentials as our settings'
+    names, or — ``es``, an elasticsearch-py client passed as ``alone`` — that client's nodes and credentials
+    (:func:`connection_of`); both at once is a :class:`ConfigurationError`."""
+    given = {"url": url, "cloud_id": cloud_id, "username": username, "password": password, "api_key": api_key}
+    if es is None:
+        return given
+    if any(given.values()):
+        raise ConfigurationError(f"pass {alone} alone, not with es_url / credentials")
+    return connection_of(es)
 
 
 def _name(value: Any) -> str:

@@ -59,7 +59,7 @@ from .._types.models import IndexReport
 from ._agent_tools import agent_tools
 from ._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
 from ._langchain_retriever import HybridSearchRetriever, InvalidToolQuery
-from ._peers import connection_of, is_elasticsearch_client, peer_arguments
+from ._peers import is_elasticsearch_client, peer_arguments, store_connection
 from ._store import Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
@@ -117,13 +117,19 @@ class HybridSearchStore(VectorStore):
         self._embedding = embedding
         mapped = peer_arguments(options, fields={"vector_query_field": "vector", "query_field": "text"})
         self._options = check_store_options(options)
-        connection: dict[str, Any] = {"url": es_url, "cloud_id": es_cloud_id, "username": es_user}
-        connection.update(password=es_password, api_key=es_api_key)
         self._given = client  # (store.client: what you passed)
-        if is_elasticsearch_client(client):
-            if any(connection.values()):
-                raise ConfigurationError("pass client= (an Elasticsearch client) alone, not with es_url / credentials")
-            connection, client = {**connection_of(client), **mapped}, None
+        peer = client if is_elasticsearch_client(client) else None
+        connection = store_connection(
+            url=es_url,
+            cloud_id=es_cloud_id,
+            username=es_user,
+            password=es_password,
+            api_key=es_api_key,
+            es=peer,
+            alone="client= (an Elasticsearch client)",
+        )
+        if peer is not None:
+            connection, client = {**connection, **mapped}, None
         elif client is not None and not isinstance(client, SearchClient):
             raise ConfigurationError(
                 f"client must be a SearchClient or an Elasticsearch client, got {type(client).__name__}"

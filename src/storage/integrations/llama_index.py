@@ -61,7 +61,7 @@ from .._settings import SearchSettings
 from .._types.models import IndexReport
 from ._common import Content, Retrieved, RetrieverCore
 from ._dialects import count_argument, elasticsearch_filters, llama_index_filters
-from ._peers import connection_of, is_elasticsearch_client, peer_arguments
+from ._peers import is_elasticsearch_client, peer_arguments, store_connection
 from ._store import StoreCore, Stored, document_fields, open_store, our_documents, store_options
 
 __all__ = ["HybridSearchRetriever", "HybridSearchVectorStore"]
@@ -272,17 +272,23 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
                 raise ConfigurationError("pass retrieval_strategy (ElasticsearchStore's) or default_mode, not both")
             default_mode = _strategy_mode(retrieval_strategy)
         default_mode = default_mode or "knn"
-        connection: dict[str, Any] = {"url": es_url, "cloud_id": es_cloud_id, "username": es_user}
-        connection.update(password=es_password, api_key=es_api_key)
         if es_client is not None:
             if not is_elasticsearch_client(es_client):
                 raise ConfigurationError(
                     f"es_client must be an Elasticsearch client, got {type(es_client).__name__}"
                     + (": pass a SearchClient as client=" if isinstance(es_client, SearchClient) else "")
                 )
-            if client is not None or any(connection.values()):
-                raise ConfigurationError("pass es_client alone, not with client= or es_url / credentials")
-            connection = connection_of(es_client)
+            if client is not None:
+                raise ConfigurationError("pass es_client alone, not with client= (a SearchClient)")
+        connection = store_connection(
+            url=es_url,
+            cloud_id=es_cloud_id,
+            username=es_user,
+            password=es_password,
+            api_key=es_api_key,
+            es=es_client,
+            alone="es_client",
+        )
         if default_mode not in ("knn", "hybrid", "bm25"):
             raise ConfigurationError(f"default_mode must be 'knn', 'hybrid' or 'bm25', got {default_mode!r}")
         self._options = store_options(
