@@ -201,3 +201,28 @@ def test_langchain_store_client_is_the_client_given_and_a_url_made_store_says_it
         given.close()
         made.close()
         es.close()
+
+
+@pytest.mark.parametrize(("analyzer", "found"), [("standard", ["said"]), ("english_folded", [])])
+def test_bm25_retrieval_returns_only_what_matches_and_the_standard_analyzer_keeps_the_peers_stop_words(
+    settings: SearchSettings, analyzer: str, found: list[str]
+) -> None:
+    """The peer's BM25 retriever returns only documents that match, on its ``standard`` analyzer, where "there was"
+    are words; ours with ``mode="bm25"`` does the same on ``analyzer="standard"``; the default
+    ``english_folded`` drops stop words (so "there was" matches nothing) — the difference the docs name."""
+    ours = settings.model_copy(update={"analyzer": analyzer})
+    store = HybridSearchDocumentStore(settings=ours, embedder=HashingEmbedder(dimensions=64))
+    try:
+        store.write_documents(
+            [
+                HaystackDocument(id="said", content="I was there when the kiln cooled."),
+                HaystackDocument(id="other", content="Glaze recipes for stoneware."),
+            ]
+        )
+        bm25 = HybridSearchRetriever(document_store=store, mode="bm25", top_k=5)
+        assert [d.id for d in bm25.run("there was")["documents"]] == found
+        assert bm25.run("zeppelin")["documents"] == []  # no vector neighbours fill the list
+        hybrid = HybridSearchRetriever(document_store=store, top_k=5)
+        assert len(hybrid.run("zeppelin")["documents"]) == 2  # (the default hybrid: nearest vectors too)
+    finally:
+        store.close()
