@@ -10,9 +10,9 @@ from collections.abc import Callable
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import ValidationError
 
-from ..agent import SearchTool, ToolReply, ToolSpec
-from ..agent._contract import refusal
-from ._bridge import ClientBridge
+from ...agent import SearchTool, ToolReply, ToolSpec
+from ...agent._contract import refusal
+from .._bridge import ClientBridge
 
 __all__ = ["agent_tools"]
 

@@ -53,14 +53,16 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from embeddings import Embedder
 
-from .._client import SearchClient
-from .._dsl.filters import Filter
-from .._errors import ConfigurationError, InvalidQuery
-from .._settings import SearchSettings
-from .._types.models import IndexReport
-from ._common import Content, Retrieved, RetrieverCore, check_options
-from ._dialects import count_argument, haystack_filters
-from ._haystack_documents import (
+from ..._client import SearchClient
+from ..._dsl.filters import Filter
+from ..._errors import ConfigurationError, InvalidQuery
+from ..._settings import SearchSettings
+from ..._types.models import IndexReport
+from .._common import Content, Retrieved, RetrieverCore, check_options
+from .._dialects import count_argument, haystack_filters
+from .._peers import Refresh, api_key_of, haystack_arguments, refresh_of
+from .._store import StoreCore, document_fields, open_store, store_options
+from ._documents import (
     DuplicateDocuments,
     FilterNotSupported,
     NotDocuments,
@@ -71,8 +73,6 @@ from ._haystack_documents import (
     store_filters,
     stored_document,
 )
-from ._peers import Refresh, api_key_of, haystack_arguments, refresh_of
-from ._store import StoreCore, document_fields, open_store, store_options
 
 __all__ = [
     "DuplicateDocuments",

@@ -11,11 +11,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import ToolException
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from .._client import SearchClient
-from .._errors import InvalidQuery
-from .._settings import SearchSettings
-from ._common import Content, Retrieved, RetrieverCore
-from ._dialects import count_argument, langchain_filter
+from ..._client import SearchClient
+from ..._errors import InvalidQuery
+from ..._settings import SearchSettings
+from .._common import Content, Retrieved, RetrieverCore
+from .._dialects import count_argument, langchain_filter
 
 __all__ = ["HybridSearchRetriever", "InvalidToolQuery", "our_options"]
 

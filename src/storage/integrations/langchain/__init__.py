@@ -52,15 +52,15 @@ from langchain_core.vectorstores import VectorStore
 
 from embeddings import CallableEmbedder
 
-from .._client import SearchClient
-from .._errors import ConfigurationError, InvalidQuery
-from .._settings import SearchSettings
-from .._types.models import IndexReport
+from ..._client import SearchClient
+from ..._errors import ConfigurationError, InvalidQuery
+from ..._settings import SearchSettings
+from ..._types.models import IndexReport
+from .._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
+from .._peers import is_elasticsearch_client, peer_arguments, store_connection
+from .._store import Stored, document_fields, open_store, our_documents, store_options
 from ._agent_tools import agent_tools
-from ._dialects import Translated, count_argument, elasticsearch_filters, langchain_filter
-from ._langchain_retriever import HybridSearchRetriever, InvalidToolQuery
-from ._peers import is_elasticsearch_client, peer_arguments, store_connection
-from ._store import Stored, document_fields, open_store, our_documents, store_options
+from ._retriever import HybridSearchRetriever, InvalidToolQuery
 
 __all__ = ["HybridSearchRetriever", "HybridSearchStore", "InvalidToolQuery", "agent_tools"]
 

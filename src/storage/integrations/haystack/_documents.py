@@ -1,7 +1,7 @@
 """The Haystack store's documents and errors: what a Haystack ``Document`` keeps in our index (its whole
 serialized form, in ``payload``), how a written list is checked, Haystack's filters on the store's fields, and
 the errors that are Haystack's and ours at once (a ``FilterError`` and an :class:`~storage.InvalidQuery`...).
-Re-exported by :mod:`storage.integrations.haystack`."""
+Re-exported by :mod:`storage.integrations.haystack`, the package it belongs to."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from haystack.document_stores.errors import DocumentStoreError, DuplicateDocumen
 from haystack.document_stores.types import FilterPolicy
 from haystack.errors import FilterError
 
-from .._dsl.filters import Filter
-from .._errors import ConfigurationError, InvalidDocument, InvalidQuery
-from ._dialects import haystack_filters
-from ._store import Stored, our_documents
+from ..._dsl.filters import Filter
+from ..._errors import ConfigurationError, InvalidDocument, InvalidQuery
+from .._dialects import haystack_filters
+from .._store import Stored, our_documents
 
 __all__ = [
     "DuplicateDocuments",
