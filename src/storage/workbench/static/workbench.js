@@ -104,14 +104,20 @@ function grades(query, docId) {
   return box;
 }
 
-function hitItem(query, hit, showRanks) {
+// Scores to six decimals (four hid differences: three hits read "0.0238"); an exact tie with the hit above says
+// so, and what the fusion orders ties by.
+function scoreText(score) { return Number(score).toFixed(6); }
+
+function hitItem(query, hit, showRanks, above) {
   const legs = Object.entries(hit.ranks).map(([leg, r]) => {
     const s = hit.leg_scores[leg];
     return `${leg} #${r}${s === undefined ? "" : ` (${Number(s).toFixed(3)})`}`;
   }).join(", ");
+  const tie = above && Number(above.score) === Number(hit.score) ? " · tie with the hit above: ordered by more legs, then the better rank, then the id" : "";
+  const label = showRanks === "score" ? "score" : "fused";
   const li = el("li", { class: "hit", "data-id": hit.id },
     el("div", { class: "title" }, hit.title || "(untitled)"),
-    el("div", { class: "ids" }, showRanks ? `#${hit.id} · fused ${Number(hit.score).toFixed(4)}` + (legs ? ` · ${legs}` : "") : `#${hit.id} · ${legs}`),
+    el("div", { class: "ids" }, showRanks ? `#${hit.id} · ${label} ${scoreText(hit.score)}` + (legs ? ` · ${legs}` : "") + tie : `#${hit.id} · ${legs}`),
   );
   for (const p of hit.passages.slice(0, 2)) {
     li.append(el("div", { class: "passage" }, `[${p.leg}${p.score ? " " + Number(p.score).toFixed(3) : ""}, characters ${p.start}-${p.end}] `, p.text.slice(0, 300)));
@@ -128,7 +134,7 @@ function hitItem(query, hit, showRanks) {
 function fillColumn(id, query, column, showRanks) {
   const box = $(id);
   const list = box.querySelector("ol");
-  list.replaceChildren(...column.hits.map((h) => hitItem(query, h, showRanks)));
+  list.replaceChildren(...column.hits.map((h, n) => hitItem(query, h, showRanks, n ? column.hits[n - 1] : null)));
   const legs = Object.entries(column.legs).map(([leg, r]) => `${leg} ${r.hits} hits ${r.latency_ms} ms${r.ok ? "" : ` FAILED (${r.reason})`}`);
   const flags = [];
   if (column.degraded) flags.push(`degraded: ${column.legs_failed.join(", ")} failed (${column.degraded_reason})`);
@@ -138,10 +144,16 @@ function fillColumn(id, query, column, showRanks) {
   for (const f of flags) meta.append(el("span", { class: "flag" }, " " + f));
 }
 
+function weightsText(weights) {
+  // Only the legs that ran: a bm25 search has no kNN weight (it printed "bm25:knn=1:undefined").
+  const legs = Object.entries(weights || {}).filter(([, w]) => w !== undefined && w !== null);
+  return legs.length === 2 ? `bm25:knn=${weights.bm25}:${weights.knn}` : legs.map(([l, w]) => `${l} weight ${w}`).join(" ");
+}
+
 function showInForce(fusionMeta, sources) {
   const parts = Object.entries(sources).map(([p, s]) => `${p} from ${s}`).join(", ");
   $("#in-force").textContent =
-    `in force: ${fusionMeta.method} k=${fusionMeta.k} window=${fusionMeta.window} bm25:knn=${fusionMeta.weights.bm25}:${fusionMeta.weights.knn} (${parts})`;
+    `in force: ${fusionMeta.method} k=${fusionMeta.k} window=${fusionMeta.window} ${weightsText(fusionMeta.weights)} (${parts})`;
 }
 
 async function compare(extra) {
@@ -152,12 +164,14 @@ async function compare(extra) {
     state.last = { request: body, data };
     fillColumn("#col-bm25", data.query, data.bm25, false);
     fillColumn("#col-knn", data.query, data.knn, false);
-    fillColumn("#col-fused", data.query, data.fused, true);
+    const single = body.mode && body.mode !== "hybrid";
+    $("#col-fused h2").textContent = single ? `${body.mode} alone (no fusion)` : "Fused";
+    fillColumn("#col-fused", data.query, data.fused, single ? "score" : "fused");
     const f = data.fused.fusion;
     $("#method").value = f.method; $("#k").value = f.k; $("#window").value = f.window;
     $("#w-bm25").value = f.weights.bm25; $("#w-knn").value = f.weights.knn;
     showInForce(f, data.fused.fusion_sources);
-    say(`${data.fused.hits.length} fused results`);
+    say(`${data.fused.hits.length} ${single ? `${body.mode} ` : "fused "}results`);
   } catch (e) { say(e.message, true); }
 }
 
@@ -179,7 +193,7 @@ async function refuse() {
     });
     const column = { ...state.last.data.fused, hits };
     fillColumn("#col-fused", state.last.data.query, column, true);
-    $("#in-force").textContent = `re-fused here (no search run): ${f.method} k=${f.k} window=${f.window} bm25:knn=${f.weights.bm25}:${f.weights.knn}`;
+    $("#in-force").textContent = `re-fused here (no search run): ${f.method} k=${f.k} window=${f.window} ${weightsText(f.weights)}`;
     say(`re-fused ${hits.length} results`);
   } catch (e) { say(e.message, true); }
 }
@@ -260,18 +274,27 @@ async function tune() {
   box.replaceChildren(el("p", {}, "tuning…"));
   try {
     const r = await api("/api/tune", { min_queries: Number($("#min-queries").value) || 20 });
-    state.tuned = r.recommended || r.best.setting;
+    state.tuned = r.recommended || null;  // a "keep" decision recommends nothing: there is nothing to apply
     box.replaceChildren(
       el("p", { id: "tune-decision" }, `decision: ${r.decision} — ${r.reason}`),
       el("p", {}, `current nDCG@10 ${r.current.ndcg} · best of the grid ${r.best.label} ${r.best.ndcg} · cross-validated ${r.cross_validated.ndcg} (gain ${r.cross_validated.gain}, p ${r.cross_validated.p_value}) · ${r.queries} queries`),
       ...r.warnings.map((w) => el("p", { class: "flag" }, w)),
     );
-    $("#apply-box").hidden = false;
+    $("#apply-box").hidden = !state.tuned || !state.info.allow_writes;
+    if (state.tuned && !state.info.allow_writes) {
+      box.append(el("p", { id: "apply-read-only" }, "this workbench is read-only: start it with --allow-writes to store a setting with the index"));
+    }
   } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
 }
 
 async function applySetting() {
   const out = $("#apply-status");
+  if (!state.tuned) { out.textContent = "nothing to apply: the decision was to keep the setting in force"; out.className = "flag"; return; }
+  if (!$("#apply-confirm").checked) {
+    out.textContent = "tick the box above to confirm: every search of this index will use this setting";
+    out.className = "flag";
+    return;
+  }
   try {
     const r = await api("/api/apply", { setting: state.tuned, confirm: $("#apply-confirm").checked });
     out.textContent = `stored with ${r.index}`;
