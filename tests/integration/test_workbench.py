@@ -126,6 +126,80 @@ def test_judgments_export_as_qrels_tune_runs_and_apply_needs_the_write_flag(app:
     assert "read-only" in refused.json()["error"]
 
 
+QUERIES_JSONL = (
+    '{"_id": "7", "text": "revenue guidance"}\n{"_id": "12", "text": "spring weather"}\n'
+    '{"_id": "30", "text": "annual report margins"}\n'
+)
+#: Graded 0-4 (a collection's own scale), ids as the collection has them.
+QRELS = {"7": {"aapl-1": 4, "msft-1": 3, "aapl-2": 1}, "12": {"wx-1": 2}, "30": {"aapl-2": 3, "msft-1": 0}}
+
+
+def _qrels_text(*, trec: bool) -> str:
+    rows = [(q, d, g) for q, docs in QRELS.items() for d, g in docs.items()]
+    if trec:
+        return "".join(f"{q} 0 {d} {g}\n" for q, d, g in rows)
+    return "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows)
+
+
+@pytest.mark.parametrize("trec", [False, True], ids=["beir", "trec"])
+def test_an_import_keeps_ids_and_grades_and_measures_as_the_library_does(
+    app: tuple[TestClient, str], settings: SearchSettings, trec: bool
+) -> None:
+    """Grades 3 and 4 were stored as 2 and ids replaced by digests, so the page's nDCG@10 differed from
+    evaluate() on the same qrels (issue 63); TREC's four columns were refused."""
+    tc, token = app
+    headers = {"x-workbench-token": token}
+    answer = tc.post("/api/qrels", json={"queries": QUERIES_JSONL, "qrels": _qrels_text(trec=trec)}, headers=headers)
+    assert answer.json() == {"imported": 6, "queries": 3}
+    exported = tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:]
+    assert sorted(exported) == sorted(f"{q}\t{d}\t{g}" for q, docs in QRELS.items() for d, g in docs.items())
+    assert '"_id": "12", "text": "spring weather"' in tc.get("/api/queries.jsonl", headers=headers).text
+    page = {
+        (r["mode"], r["fusion"]): r["ndcg_at_10"]
+        for r in tc.post("/api/measure", json={}, headers=headers).json()["rows"]
+    }
+
+    async def library() -> dict[tuple[str, str | None], float]:
+        from storage.evaluation import Judgments, evaluate
+
+        queries = {"7": "revenue guidance", "12": "spring weather", "30": "annual report margins"}
+        async with _client(settings) as c:
+            in_force, _ = await c.indices.fusion_in_force()
+            rows = await evaluate(c, Judgments("same qrels", queries, QRELS), fusions=[in_force])
+        return {(r.mode, r.fusion): round(r.ndcg_at_10, 4) for r in rows}
+
+    for key, ndcg in asyncio.run(library()).items():
+        assert page[key] == ndcg, key
+    # A click on an imported query keeps its id and replaces the imported grade.
+    tc.post("/api/judgments", json={"query": "spring weather", "doc_id": "wx-1", "grade": 0}, headers=headers)
+    rows = tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:]
+    assert "12\twx-1\t0" in rows
+    assert len(rows) == 6
+
+
+@pytest.mark.parametrize(
+    ("queries", "qrels", "message"),
+    [
+        ("", "7\taapl-1\t1\n", "the queries file is empty"),
+        (QUERIES_JSONL, "7\taapl-1\t1\n99\taapl-2\t1\n", "qrels line 2: query id '99' is not in queries.jsonl"),
+        (QUERIES_JSONL, "7\taapl-1\thigh\n", "qrels line 1: the grade 'high' is not a whole number"),
+        (QUERIES_JSONL, "7\taapl-1\t1\t2\t3\n", "qrels line 1 has 5 columns"),
+        ('{"_id": "7"}\n', "7\taapl-1\t1\n", 'queries.jsonl line 1 needs "_id" and a non-empty "text"'),
+    ],
+)
+def test_a_bad_import_line_is_named_and_nothing_is_written(
+    app: tuple[TestClient, str], queries: str, qrels: str, message: str
+) -> None:
+    """Every line is checked before anything is written (a failed import was half written), and the error says
+    which line, which file and what was expected (it read "... is not ... of a known query" for all)."""
+    tc, token = app
+    headers = {"x-workbench-token": token}
+    answer = tc.post("/api/qrels", json={"queries": queries, "qrels": qrels}, headers=headers)
+    assert answer.status_code == 400
+    assert message in answer.json()["error"]
+    assert tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:] == []  # (not even the good lines)
+
+
 def test_a_tenant_bound_workbench_sees_one_tenant_and_writes_need_a_confirmation(settings: SearchSettings) -> None:
     tenanted = settings.model_copy(update={"multi_tenant": True})
 

@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from .. import InvalidQuery, SearchClient, SearchError, SearchResponse, query_hash
 from ..evaluation import Judgments, default_grid, evaluate, tune
 from ..fusion import FusionSetting, LegHit, fuse
-from ._judgments import GRADES, JudgmentStore, qrels_tsv, queries_jsonl, query_id
+from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl, query_id
 from ._traffic import traffic
 
 __all__ = ["COOKIE", "Workbench", "create_app"]
@@ -306,32 +306,16 @@ async def export_queries(wb: Workbench, request: Request) -> Response:
 
 
 async def import_qrels(wb: Workbench, request: Request) -> dict[str, Any]:
-    """BEIR's ``queries.jsonl`` and ``qrels/test.tsv`` (their texts) into the judgments."""
-    import json as _json_mod
-
+    """A judged collection's files (their texts): BEIR's ``queries.jsonl`` and its qrels, or TREC's qrels
+    (:func:`parse_judged`), every line checked first (a bad line writes nothing), then one bulk write; query
+    ids and grades kept as given."""
     body = await _json(request)
     queries_text, qrels_text = body.get("queries"), body.get("qrels")
     if not isinstance(queries_text, str) or not isinstance(qrels_text, str):
-        raise InvalidQuery('send {"queries": <queries.jsonl text>, "qrels": <test.tsv text>}')
-    texts: dict[str, str] = {}
-    for n, line in enumerate(queries_text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rec = _json_mod.loads(line)
-                texts[str(rec["_id"])] = str(rec["text"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InvalidQuery(f"queries line {n} is not a BEIR query ({exc})") from None
-    count = 0
-    for n, line in enumerate(qrels_text.splitlines(), start=1):
-        parts = line.split("\t")
-        if (n == 1 and parts[0] == "query-id") or not line.strip():
-            continue
-        if len(parts) != 3 or parts[0] not in texts or not parts[2].strip().lstrip("-").isdigit():
-            raise InvalidQuery(f"qrels line {n} is not 'query-id<TAB>corpus-id<TAB>score' of a known query")
-        grade = max(0, min(2, int(parts[2])))
-        await wb.judgments.judge(texts[parts[0]], parts[1], grade, judge=wb.judge)
-        count += 1
-    return {"imported": count}
+        raise InvalidQuery('send {"queries": <queries.jsonl text>, "qrels": <qrels text>}')
+    rows = parse_judged(queries_text, qrels_text)
+    written = await wb.judgments.import_judged(rows, judge=wb.judge)
+    return {"imported": written, "queries": len({qid for qid, *_ in rows})}
 
 
 async def _judged_set(wb: Workbench) -> Judgments:

@@ -318,11 +318,20 @@ async function traffic(kind) {
 }
 
 async function importQrels() {
+  // The button is off while the import runs (one bulk write); an error is styled and said where the button is.
+  const button = $("#import"), status = $("#import-status");
+  const lines = $("#import-qrels").value.split("\n").filter((l) => l.trim()).length;
+  button.disabled = true;
+  status.className = "";
+  status.textContent = `importing ${lines} lines…`;
   try {
     const r = await api("/api/qrels", { queries: $("#import-queries").value, qrels: $("#import-qrels").value });
-    $("#import-status").textContent = `imported ${r.imported} judgments`;
+    status.textContent = `imported ${r.imported} judgments of ${r.queries} queries`;
     loadJudged();
-  } catch (e) { $("#import-status").textContent = e.message; }
+  } catch (e) {
+    status.textContent = `nothing imported: ${e.message}`;
+    status.className = "flag";
+  } finally { button.disabled = false; }
 }
 
 function show(tab) {
