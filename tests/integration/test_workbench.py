@@ -170,6 +170,9 @@ def test_an_import_keeps_ids_and_grades_and_measures_as_the_library_does(
 
     for key, ndcg in asyncio.run(library()).items():
         assert page[key] == ndcg, key
+    # The compare view gets each hit's grade, imported ones included (they were invisible there).
+    compared = tc.post("/api/compare", json={"query": "revenue guidance", "limit": 5}, headers=headers).json()
+    assert compared["judged"] == QRELS["7"]
     # A click on an imported query keeps its id and replaces the imported grade.
     tc.post("/api/judgments", json={"query": "spring weather", "doc_id": "wx-1", "grade": 0}, headers=headers)
     rows = tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:]

@@ -214,8 +214,11 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
     wb.texts[query_hash(args["query"].strip())] = args["query"].strip()
     c = wb.client
     plain: dict[str, Any] = {k: v for k, v in args.items() if k != "mode"}
-    bm25, knn, fused = await asyncio.gather(
-        c.search(**plain, mode="bm25"), c.search(**plain, mode="knn"), c.search(**args, **fusion, **extra)
+    bm25, knn, fused, judged = await asyncio.gather(
+        c.search(**plain, mode="bm25"),
+        c.search(**plain, mode="knn"),
+        c.search(**args, **fusion, **extra),
+        wb.judgments.grades_of(args["query"]),
     )
     window = int(fused.fusion["window"])
     legs = await c.leg_rankings(
@@ -228,6 +231,8 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
         "fused": _column(fused),
         "candidates": {leg: [[h.id, h.score] for h in hits] for leg, hits in legs.items()},
         "window": window,
+        #: The grades this query already has (imported or clicked), by document: shown on each hit.
+        "judged": judged,
     }
 
 

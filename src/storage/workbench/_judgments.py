@@ -184,6 +184,21 @@ class JudgmentStore:
             )
         return len(rows)
 
+    async def grades_of(self, query: str) -> dict[str, int]:
+        """The latest grade of each document judged under ``query`` (its text): what the compare view shows
+        on each hit, imported or clicked."""
+        es = self._client.elasticsearch
+        if not (await es.indices.exists(index=self.index)).body:
+            return {}
+        scope = self._scope().get("bool", {}).get("filter", [])
+        found = await es.search(
+            index=self.index,
+            query={"bool": {"filter": [{"term": {"query": query.strip()}}, *scope]}},
+            size=10_000,
+            source_includes=["doc_id", "grade"],
+        )
+        return {str(h["_source"]["doc_id"]): int(h["_source"]["grade"]) for h in found.body["hits"]["hits"]}
+
     async def all(self) -> list[Judgment]:
         """Every judgment of this alias (this tenant's, when bound), oldest query first."""
         es = self._client.elasticsearch

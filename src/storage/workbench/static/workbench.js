@@ -86,6 +86,11 @@ function fusion() {
 function grades(query, docId) {
   const box = el("span", { class: "grades" });
   const key = `${query}\u0000${docId}`;
+  const given = state.grades[key];
+  // A grade already recorded (imported on another scale, or clicked before) is shown, so a click replaces it
+  // knowingly: "judged 3" beside the buttons when it is none of them.
+  const note = el("span", { class: "judged-grade" }, given !== undefined && !state.info.grades.includes(given) ? `judged ${given} ` : "");
+  box.append(note);
   for (const g of state.info.grades) {
     const b = el("button", { type: "button", class: state.grades[key] === g ? "chosen" : "", "data-grade": String(g),
       title: ["not relevant", "relevant", "highly relevant"][g] }, String(g));
@@ -93,6 +98,7 @@ function grades(query, docId) {
       try {
         await api("/api/judgments", { query, doc_id: docId, grade: g });
         state.grades[key] = g;
+        note.textContent = "";
         document.querySelectorAll(`.hit[data-id="${CSS.escape(docId)}"] .grades button`).forEach((x) => {
           x.className = Number(x.dataset.grade) === g ? "chosen" : "";
         });
@@ -162,6 +168,7 @@ async function compare(extra) {
     const body = { ...request(), ...(extra || {}) };
     const data = await api("/api/compare", body);
     state.last = { request: body, data };
+    for (const [docId, g] of Object.entries(data.judged || {})) state.grades[`${data.query}\u0000${docId}`] = g;
     fillColumn("#col-bm25", data.query, data.bm25, false);
     fillColumn("#col-knn", data.query, data.knn, false);
     const single = body.mode && body.mode !== "hybrid";
