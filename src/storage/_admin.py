@@ -43,6 +43,8 @@ class BreakerStatus(BaseModel):
     rejected_open: int
     #: Retries the retry budget holds now (each call earns a fifth of one).
     retry_budget: float
+    #: The last failure the breaker counted (its error type and message), None before any: why it opened.
+    last_failure: str | None = None
 
 
 def breaker_status(stack: Resilience) -> BreakerStatus:
@@ -55,6 +57,7 @@ def breaker_status(stack: Resilience) -> BreakerStatus:
         retries=stack.retries,
         rejected_open=stack.rejected_open,
         retry_budget=round(stack.budget.tokens, 3),
+        last_failure=stack.last_failure,
     )
 
 

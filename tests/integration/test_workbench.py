@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -201,6 +202,24 @@ def test_a_bad_import_line_is_named_and_nothing_is_written(
     assert answer.status_code == 400
     assert message in answer.json()["error"]
     assert tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:] == []  # (not even the good lines)
+
+
+def test_a_search_elasticsearch_refuses_says_where_it_is_and_why_without_credentials(settings: SearchSettings) -> None:
+    """It read "bm25 leg failed: elasticsearch circuit is open" and nothing of which server or why (issue 63)."""
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gone = settings.model_copy(update={"url": f"http://someone:s3cret@127.0.0.1:{port}", "leg_timeout_s": 2.0})
+    token = secrets.token_urlsafe(16)
+    wb = Workbench(lambda: _client(gone), token=token, judge="tester")
+    with TestClient(create_app(wb)) as tc:
+        answer = tc.post("/api/compare", json={"query": QUERY}, headers={"x-workbench-token": token})
+    assert answer.status_code == 502
+    error = answer.json()["error"]
+    assert f"Elasticsearch at http://127.0.0.1:{port}" in error
+    assert "last failure: DependencyUnavailable" in error
+    assert "s3cret" not in error
+    assert "someone" not in error
 
 
 def test_a_tenant_bound_workbench_sees_one_tenant_and_writes_need_a_confirmation(settings: SearchSettings) -> None:

@@ -175,6 +175,8 @@ class Resilience:
         self.attempts = 0
         self.retries = 0
         self.rejected_open = 0
+        #: The last failure the breaker counted (its type and first line), for an operator: why it is open.
+        self.last_failure: str | None = None
         #: The latest breaker transitions (bounded: a client lives as long as its process).
         self.state_changes: collections.deque[tuple[str | None, str]] = collections.deque(maxlen=_STATE_HISTORY)
 
@@ -313,6 +315,8 @@ class Resilience:
                 return  # a success while closed with no failures counted changes nothing: skip the lock
         elif not counts_as_failure(exc):
             return  # a caller error (4xx): the breaker is untouched
+        else:
+            self.last_failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else exc.reason}"
         try:
             with self.breaker.calling():
                 if exc is not None:

@@ -16,6 +16,7 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from elasticsearch import ApiError, TransportError
 from starlette.applications import Starlette
@@ -214,12 +215,10 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
     wb.texts[query_hash(args["query"].strip())] = args["query"].strip()
     c = wb.client
     plain: dict[str, Any] = {k: v for k, v in args.items() if k != "mode"}
-    bm25, knn, fused, judged = await asyncio.gather(
-        c.search(**plain, mode="bm25"),
-        c.search(**plain, mode="knn"),
-        c.search(**args, **fusion, **extra),
-        wb.judgments.grades_of(args["query"]),
+    bm25, knn, fused = await asyncio.gather(
+        c.search(**plain, mode="bm25"), c.search(**plain, mode="knn"), c.search(**args, **fusion, **extra)
     )
+    judged = await wb.judgments.grades_of(args["query"])
     window = int(fused.fusion["window"])
     legs = await c.leg_rankings(
         args["query"], mode="hybrid", filters=args["filters"], tenant_id=args["tenant_id"], window=window
@@ -398,6 +397,22 @@ async def _json(request: Request) -> dict[str, Any]:
 Handler = Callable[[Workbench, Request], Awaitable[Any]]
 
 
+def _where_elasticsearch(wb: Workbench) -> str:
+    """Where Elasticsearch is (its hosts, credentials left out) and what its breaker last saw: a failed search
+    said "circuit is open" and nothing of which server or why."""
+    where = ", ".join(_without_credentials(h) for h in wb.client.settings.hosts()) or "(a cloud id)"
+    breaker = wb.client.breakers.get("elasticsearch")
+    if breaker is None or breaker.last_failure is None:
+        return f" — Elasticsearch at {where}"
+    return f" — Elasticsearch at {where}, breaker {breaker.state}, last failure: {breaker.last_failure}"
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    return parts._replace(netloc=host).geturl()
+
+
 def _route(wb: Workbench, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -405,9 +420,11 @@ def _route(wb: Workbench, handler: Handler) -> Callable[[Request], Awaitable[Res
         except InvalidQuery as exc:
             return JSONResponse({"error": str(exc).splitlines()[0], "type": type(exc).__name__}, 400)
         except SearchError as exc:
-            return JSONResponse({"error": str(exc).splitlines()[0], "type": type(exc).__name__}, 502)
+            message = str(exc).splitlines()[0]
+            return JSONResponse({"error": message + _where_elasticsearch(wb), "type": type(exc).__name__}, 502)
         except (ApiError, TransportError) as exc:  # the judgments' and telemetry's own requests
-            return JSONResponse({"error": f"Elasticsearch: {exc}".splitlines()[0], "type": type(exc).__name__}, 502)
+            message = f"Elasticsearch: {exc}".splitlines()[0] + _where_elasticsearch(wb)
+            return JSONResponse({"error": message, "type": type(exc).__name__}, 502)
         return result if isinstance(result, Response) else JSONResponse(result)
 
     return endpoint

@@ -179,7 +179,15 @@ async function compare(extra) {
     $("#w-bm25").value = f.weights.bm25; $("#w-knn").value = f.weights.knn;
     showInForce(f, data.fused.fusion_sources);
     say(`${data.fused.hits.length} ${single ? `${body.mode} ` : "fused "}results`);
-  } catch (e) { say(e.message, true); }
+  } catch (e) {
+    // The last query's results must not stay on screen, gradable, under this one.
+    for (const id of ["#col-bm25", "#col-knn", "#col-fused"]) {
+      $(id).querySelector("ol").replaceChildren();
+      $(id).querySelector(".meta").replaceChildren();
+    }
+    state.last = null;
+    say(e.message, true);
+  }
 }
 
 async function refuse() {
