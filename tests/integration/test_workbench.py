@@ -81,6 +81,9 @@ def test_the_api_answers_only_with_the_token_and_compares_three_columns(
     assert "hybrid-search workbench" in page.text
     info = tc.get("/api/info").json()  # (the cookie)
     assert info["allow_writes"] is False
+    # What this index's documents hold values in (the page offered the demo's ticker, source and doc_type
+    # whatever the index held): ticker only here.
+    assert info["fields"] == {"ticker": "keyword"}
     assert info["fusion_sources"]["method"] in ("default", "settings", "index")
     data = tc.post("/api/compare", json={"query": QUERY, "limit": 5}).json()
     assert data["bm25"]["ids"] == asyncio.run(_search(settings, mode="bm25", limit=5))
@@ -352,6 +355,9 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
         browser.get(served)
         wait.until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
         shot("1-open")
+        assert browser.find_element(By.ID, "filters").get_attribute("placeholder") == "ticker=…"
+        groups = [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#group-by option")]
+        assert groups == ["—", "ticker"]
         # 1. A query: three columns, each what search() gives.
         browser.find_element(By.ID, "query").send_keys(QUERY)
         browser.find_element(By.ID, "limit").clear()

@@ -202,7 +202,29 @@ async def info(wb: Workbench, request: Request) -> dict[str, Any]:
         "fusion": setting.to_meta(),
         "fusion_sources": sources,
         "grades": list(GRADES),
+        "fields": await _fields_with_values(wb),
     }
+
+
+#: The document fields a filter or a group may name, besides the index's own ``metadata.<key>``.
+_STANDARD_FIELDS = {"ticker": "keyword", "doc_type": "keyword", "source": "keyword", "published_at": "date"}
+
+
+async def _fields_with_values(wb: Workbench) -> dict[str, str]:
+    """The fields this index's documents have values in (name -> ``keyword`` or ``date``): what the page offers
+    to filter on and to group by (it offered the demo corpus's ticker, source and doc_type on any index)."""
+    es = wb.client.elasticsearch
+    mapped = (await es.options(ignore_status=404).indices.get_mapping(index=wb.client.index)).body or {}
+    candidates = dict(_STANDARD_FIELDS)
+    for index in mapped.values():
+        if not isinstance(index, dict):
+            continue
+        metadata = index.get("mappings", {}).get("properties", {}).get("metadata", {}).get("properties", {})
+        candidates.update({f"metadata.{key}": "keyword" for key in metadata})
+    counts = await asyncio.gather(
+        *(wb.client.documents.count(filters={f: {"exists": True}}, tenant_id=wb.tenant_id) for f in candidates)
+    )
+    return {field: kind for (field, kind), n in zip(candidates.items(), counts, strict=True) if n}
 
 
 async def compare(wb: Workbench, request: Request) -> dict[str, Any]:

@@ -355,6 +355,18 @@ function show(tab) {
   if (tab === "judged") loadJudged();
 }
 
+// The filter's example and the "one per" choices come from the fields this index's documents have values in
+// (they were the demo corpus's ticker, source and doc_type on any index).
+function offerFields(fields) {
+  const names = Object.keys(fields);
+  const keyword = names.find((n) => fields[n] === "keyword");
+  const date = names.find((n) => fields[n] === "date");
+  const example = [keyword && `${keyword}=…`, date && `${date}>=2024-01-01`].filter(Boolean).join(", ");
+  $("#filters").placeholder = example || "key=value (no document field holds values here)";
+  $("#group-by").replaceChildren(el("option", { value: "" }, "—"),
+    ...names.filter((n) => fields[n] === "keyword").map((n) => el("option", { value: n }, n)));
+}
+
 async function start() {
   try {
     state.info = await api("/api/info");
@@ -363,6 +375,7 @@ async function start() {
   $("#where").textContent = `index ${i.index}` + (i.tenant_id ? ` · tenant ${i.tenant_id}` : "") + (i.allow_writes ? " · writes allowed" : " · read-only");
   $("#tenant-box").hidden = !(i.multi_tenant && !i.tenant_id);
   showInForce(i.fusion, i.fusion_sources);
+  offerFields(i.fields || {});
   document.querySelectorAll(".tab").forEach((b) => b.addEventListener("click", () => show(b.dataset.tab)));
   $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); compare(); });
   $("#fusion-form").addEventListener("submit", (e) => { e.preventDefault(); refuse(); });
