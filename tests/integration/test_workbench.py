@@ -416,6 +416,12 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
         browser.find_element(By.ID, "measure").click()
         wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#measure-table tbody tr")) >= 3)
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#ndcg-chart polyline"))
+        # Axis titles, the best setting marked (and the one in force, or "(in force)" on the best).
+        assert browser.find_element(By.ID, "chart-x-title").text.startswith("RRF k")
+        assert browser.find_element(By.ID, "chart-y-title").text.startswith("nDCG@10")
+        assert browser.find_elements(By.ID, "chart-best")
+        chart_text = browser.find_element(By.ID, "ndcg-chart").text
+        assert browser.find_elements(By.ID, "chart-in-force") or "(in force)" in chart_text
         browser.find_element(By.ID, "tune").click()
         wait.until(ec.presence_of_element_located((By.ID, "tune-decision")))
         shot("6-tuned")

@@ -226,26 +226,37 @@ async function loadJudged() {
   } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
 }
 
-function chart(rows) {
-  // nDCG@10 of RRF across k, one line per weight pair (equal weights first).
+function chart(rows, inForce) {
+  // nDCG@10 of RRF across k, one line per weight pair; the setting in force and the best one marked. (RRF only:
+  // the table has every method.)
   const rrf = rows.filter((r) => r.fusion === "rrf" && r.parameters && r.parameters.k);
+  const weightsOf = (p) => (p.weights ? `${p.weights.bm25}:${p.weights.knn}` : "1:1");
   const series = new Map();
   for (const r of rrf) {
-    const w = r.parameters.weights ? `${r.parameters.weights.bm25}:${r.parameters.weights.knn}` : "1:1";
+    const w = weightsOf(r.parameters);
     if (!series.has(w)) series.set(w, []);
     series.get(w).push([r.parameters.k, r.ndcg_at_10]);
   }
-  const W = 760, H = 280, pad = 44;
+  const W = 780, H = 300, pad = 48;
   const ks = [...new Set(rrf.map((r) => r.parameters.k))].sort((a, b) => a - b);
   const ys = rrf.map((r) => r.ndcg_at_10);
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("id", "ndcg-chart");
   if (!ks.length) return svg;
+  const text = (x, y, content, attrs) => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", x); t.setAttribute("y", y); t.setAttribute("font-size", "11");
+    for (const [k, v] of Object.entries(attrs || {})) t.setAttribute(k, v);
+    t.textContent = content;
+    svg.append(t);
+    return t;
+  };
   const lo = Math.min(...ys), hi = Math.max(...ys) || 1;
-  const x = (k) => pad + (ks.indexOf(k) / Math.max(ks.length - 1, 1)) * (W - 2 * pad - 140);
+  const x = (k) => pad + (ks.indexOf(k) / Math.max(ks.length - 1, 1)) * (W - 2 * pad - 150);
   const y = (v) => H - pad - ((v - lo) / Math.max(hi - lo, 1e-9)) * (H - 2 * pad);
-  const colors = ["#1d3557", "#e76f51", "#2a9d8f", "#e9c46a", "#8338ec", "#3a86ff", "#fb5607"];
+  // Okabe-Ito: told apart by colour-blind readers too, and every one readable on white.
+  const colors = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00", "#56B4E9"];
   let n = 0;
   for (const [w, points] of series) {
     points.sort((a, b) => a[0] - b[0]);
@@ -253,22 +264,26 @@ function chart(rows) {
     line.setAttribute("fill", "none"); line.setAttribute("stroke", colors[n % colors.length]); line.setAttribute("stroke-width", "2");
     line.setAttribute("points", points.map(([k, v]) => `${x(k)},${y(v)}`).join(" "));
     svg.append(line);
-    const label = document.createElementNS(ns, "text");
-    label.setAttribute("x", W - 130); label.setAttribute("y", 14 + 14 * n); label.setAttribute("fill", colors[n % colors.length]);
-    label.setAttribute("font-size", "11"); label.textContent = `bm25:knn ${w}`;
-    svg.append(label);
+    text(W - 140, 14 + 14 * n, `bm25:knn ${w}`, { fill: colors[n % colors.length], "font-weight": "bold" });
     n += 1;
   }
-  for (const k of ks) {
-    const t = document.createElementNS(ns, "text");
-    t.setAttribute("x", x(k) - 6); t.setAttribute("y", H - pad + 16); t.setAttribute("font-size", "11"); t.textContent = `k=${k}`;
-    svg.append(t);
-  }
-  for (const v of [lo, hi]) {
-    const t = document.createElementNS(ns, "text");
-    t.setAttribute("x", 2); t.setAttribute("y", y(v) + 4); t.setAttribute("font-size", "11"); t.textContent = v.toFixed(3);
-    svg.append(t);
-  }
+  const mark = (id, r, label) => {
+    const c = document.createElementNS(ns, "circle");
+    c.setAttribute("id", id); c.setAttribute("cx", x(r.parameters.k)); c.setAttribute("cy", y(r.ndcg_at_10));
+    c.setAttribute("r", "6"); c.setAttribute("fill", "none"); c.setAttribute("stroke", "#000"); c.setAttribute("stroke-width", "2");
+    svg.append(c);
+    text(x(r.parameters.k) + 8, y(r.ndcg_at_10) - 8, `${label} ${r.ndcg_at_10.toFixed(4)}`);
+  };
+  const best = rrf.reduce((a, b) => (b.ndcg_at_10 > a.ndcg_at_10 ? b : a));
+  mark("chart-best", best, "best");
+  const current = inForce && inForce.method === "rrf"
+    ? rrf.find((r) => r.parameters.k === inForce.k && weightsOf(r.parameters) === weightsOf(inForce)) : null;
+  if (current && current !== best) mark("chart-in-force", current, "in force");
+  if (current === best) svg.querySelector("#chart-best + text").textContent += " (in force)";
+  for (const k of ks) text(x(k) - 6, H - pad + 16, String(k));
+  for (const v of [lo, hi]) text(4, y(v) + 4, v.toFixed(3));
+  text(W / 2 - 60, H - 8, "RRF k (x axis)", { id: "chart-x-title" });
+  text(4, 14, "nDCG@10 (y axis)", { id: "chart-y-title" });
   return svg;
 }
 
@@ -280,7 +295,7 @@ async function measure() {
     body.replaceChildren(...inForce.map((r) => el("tr", { "data-mode": r.mode },
       el("td", {}, r.mode), el("td", {}, r.fusion ? `${r.fusion} (in force)` : "—"),
       el("td", {}, r.ndcg_at_10.toFixed(4)), el("td", {}, r.recall_at_100.toFixed(4)))));
-    $("#chart").replaceChildren(el("p", { class: "meta" }, `nDCG@10 of RRF across k over ${data.queries} judged queries`), chart(data.rows));
+    $("#chart").replaceChildren(el("p", { class: "meta" }, `nDCG@10 of RRF across k over ${data.queries} judged queries (RRF only: the table above has every method)`), chart(data.rows, data.in_force));
   } catch (e) { body.replaceChildren(el("tr", {}, el("td", { class: "flag", colSpan: 4 }, e.message))); }
 }
 
