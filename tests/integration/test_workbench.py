@@ -182,6 +182,17 @@ def test_an_import_keeps_ids_and_grades_and_measures_as_the_library_does(
     rows = tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:]
     assert "12\twx-1\t0" in rows
     assert len(rows) == 6
+    # Judgments can be deleted (nothing could be): one document's, then a whole query's (it leaves the measured
+    # set); the judged list names imported queries by their own ids.
+    assert {q["query_id"] for q in tc.get("/api/judged", headers=headers).json()["queries"]} == {"7", "12", "30"}
+    forget = tc.post("/api/judgments/forget", json={"query": "revenue guidance", "doc_id": "msft-1"}, headers=headers)
+    assert forget.json() == {"forgotten": 1}
+    assert tc.post("/api/judgments/forget", json={"query": "spring weather"}, headers=headers).json() == {
+        "forgotten": 1
+    }
+    left = sorted(tc.get("/api/qrels.tsv", headers=headers).text.splitlines()[1:])
+    assert left == sorted(["7\taapl-1\t4", "7\taapl-2\t1", "30\taapl-2\t3", "30\tmsft-1\t0"])
+    assert tc.post("/api/measure", json={}, headers=headers).json()["queries"] == 2
 
 
 @pytest.mark.parametrize(

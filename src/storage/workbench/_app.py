@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 from .. import InvalidQuery, SearchClient, SearchError, SearchResponse, query_hash
 from ..evaluation import Judgments, default_grid, evaluate, tune
 from ..fusion import FusionSetting, LegHit, fuse
-from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl, query_id
+from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl
 from ._traffic import traffic
 
 __all__ = ["COOKIE", "Workbench", "create_app"]
@@ -296,6 +296,15 @@ async def judge(wb: Workbench, request: Request) -> dict[str, Any]:
     }
 
 
+async def forget(wb: Workbench, request: Request) -> dict[str, Any]:
+    """Delete a judgment (``query`` and ``doc_id``) or every judgment of a query (``query`` alone)."""
+    body = await _json(request)
+    query, doc_id = body.get("query"), body.get("doc_id")
+    if not isinstance(query, str) or not query.strip() or (doc_id is not None and not isinstance(doc_id, str)):
+        raise InvalidQuery('send {"query": <its text>} to forget a query, with "doc_id" to forget one judgment')
+    return {"forgotten": await wb.judgments.forget(query, doc_id)}
+
+
 async def judged(wb: Workbench, request: Request) -> dict[str, Any]:
     """The judged queries: their judgments, and which of today's top 10 are not judged yet."""
     all_ = await wb.judgments.all()
@@ -309,7 +318,7 @@ async def judged(wb: Workbench, request: Request) -> dict[str, Any]:
         out.append(
             {
                 "query": query,
-                "query_id": query_id(query),
+                "query_id": items[0].query_id,  # (an imported query's own id)
                 "judgments": [
                     {"doc_id": j.doc_id, "grade": j.grade, "judge": j.judge, "at": j.at} for j in latest.values()
                 ],
@@ -488,6 +497,7 @@ def create_app(wb: Workbench) -> Starlette:
         ("/api/fuse", refuse, ["POST"]),
         ("/api/judgments", judge, ["POST"]),
         ("/api/judged", judged, ["GET"]),
+        ("/api/judgments/forget", forget, ["POST"]),
         ("/api/qrels.tsv", export_qrels, ["GET"]),
         ("/api/queries.jsonl", export_queries, ["GET"]),
         ("/api/qrels", import_qrels, ["POST"]),

@@ -199,6 +199,25 @@ class JudgmentStore:
         )
         return {str(h["_source"]["doc_id"]): int(h["_source"]["grade"]) for h in found.body["hits"]["hits"]}
 
+    async def forget(self, query: str, doc_id: str | None = None) -> int:
+        """Delete the judgments of ``query`` (its text): one document's, or (``doc_id`` None) every one — the
+        query leaves the measured set. Returns how many were deleted."""
+        es = self._client.elasticsearch
+        if not (await es.indices.exists(index=self.index)).body:
+            return 0
+        clauses: list[dict[str, Any]] = [{"term": {"query": query.strip()}}]
+        if doc_id is not None:
+            clauses.append({"term": {"doc_id": doc_id}})
+        clauses += self._scope().get("bool", {}).get("filter", [])
+        # Found, then deleted by id (the local node has no _delete_by_query: it is the reindex module's).
+        found = await es.search(index=self.index, query={"bool": {"filter": clauses}}, size=10_000, source=False)
+        ids = [h["_id"] for h in found.body["hits"]["hits"]]
+        if not ids:
+            return 0
+        operations = [{"delete": {"_index": self.index, "_id": i}} for i in ids]
+        answer = (await es.bulk(operations=operations, refresh="wait_for")).body
+        return sum(1 for item in answer["items"] if item["delete"].get("result") == "deleted")
+
     async def all(self) -> list[Judgment]:
         """Every judgment of this alias (this tenant's, when bound), oldest query first."""
         es = self._client.elasticsearch

@@ -217,9 +217,17 @@ async function loadJudged() {
   const box = $("#judged-list");
   try {
     const data = await api("/api/judged");
+    const forget = (query, docId) => {
+      const b = el("button", { type: "button", class: "forget" }, docId ? "×" : "forget this query");
+      b.title = docId ? `delete the judgment of ${docId}` : "delete every judgment of this query (it leaves the measured set)";
+      b.addEventListener("click", async () => {
+        try { await api("/api/judgments/forget", docId ? { query, doc_id: docId } : { query }); loadJudged(); } catch (e) { say(e.message, true); }
+      });
+      return b;
+    };
     box.replaceChildren(...data.queries.map((q) => el("div", { class: "judged", "data-query-id": q.query_id },
-      el("h3", {}, q.query),
-      el("p", {}, q.judgments.map((j) => `#${j.doc_id}: ${j.grade} (${j.judge}, ${j.at})`).join(" · ")),
+      el("h3", {}, q.query, " ", forget(q.query, null)),
+      el("p", {}, ...q.judgments.flatMap((j) => [`#${j.doc_id}: ${j.grade} (${j.judge}, ${j.at}) `, forget(q.query, j.doc_id), " · "])),
       el("p", { class: "meta" }, q.unjudged_in_top10.length ? `unjudged in today's top 10: ${q.unjudged_in_top10.join(", ")}` : "today's top 10 is judged"),
     )));
     if (!data.queries.length) box.replaceChildren(el("p", {}, "nothing judged yet"));
