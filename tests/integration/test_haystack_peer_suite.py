@@ -58,8 +58,10 @@ SET_ASIDE: dict[str, str] = {
     "test_write_documents_async_with_non_contiguous_sparse": "sparse vectors (as above)",
     "test_write_documents_mixed_sparse": "sparse vectors (as above)",
     "test_write_documents_async_mixed_sparse": "sparse vectors (as above)",
-    "test_count_unique_metadata_by_filter": "optional DocumentStore method not offered (metadata statistics)",
-    "test_get_metadata_field": "optional DocumentStore methods not offered (metadata statistics)",
+    # Refused by design (typed per-field statistics: our metadata is keywords), each refusal and its advice
+    # proved once below (test_the_metadata_statistics_are_refused_with_what_to_use_instead), not per peer test.
+    "test_count_unique_metadata_by_filter": "metadata statistics: refused by design (NotImplementedError)",
+    "test_get_metadata_field": "metadata statistics: refused by design (NotImplementedError)",
 }
 
 
@@ -93,6 +95,19 @@ class TestPeerDocumentStore(_sync.TestDocumentStore):  # type: ignore[name-defin
         with pytest.raises(FilterError, match="use in for any of them"):
             document_store.filter_documents(filters={"field": "meta.tags", "operator": "==", "value": ["a", "b"]})
 
+    def test_the_metadata_statistics_are_refused_with_what_to_use_instead(
+        self, document_store: HybridSearchDocumentStore
+    ) -> None:
+        calls = {
+            "count_unique_metadata_by_filter": ({}, ["category"]),
+            "get_metadata_fields_info": (),
+            "get_metadata_field_min_max": ("priority",),
+            "get_metadata_field_unique_values": ("category",),
+        }
+        for method, arguments in calls.items():
+            with pytest.raises(NotImplementedError, match=r"facets=\['metadata.<key>'\]"):
+                getattr(document_store, method)(*arguments)
+
     def test_init_with_sparse_vector_field(self) -> None:
         with pytest.raises(ConfigurationError, match="sparse_vector_field= is not taken here: sparse vectors"):
             HybridSearchDocumentStore(hosts="http://localhost:9200", sparse_vector_field="sparse_vec")
@@ -106,6 +121,19 @@ class TestPeerDocumentStoreAsync(_async.TestElasticsearchDocumentStoreAsync):  #
         )
         yield store
         await store.aclose()
+
+    async def test_the_metadata_statistics_are_refused_with_what_to_use_instead_async(
+        self, document_store: HybridSearchDocumentStore
+    ) -> None:
+        calls = {
+            "count_unique_metadata_by_filter_async": ({}, ["category"]),
+            "get_metadata_fields_info_async": (),
+            "get_metadata_field_min_max_async": ("priority",),
+            "get_metadata_field_unique_values_async": ("category",),
+        }
+        for method, arguments in calls.items():
+            with pytest.raises(NotImplementedError, match=r"facets=\['metadata.<key>'\]"):
+                await getattr(document_store, method)(*arguments)
 
 
 for _cls in (TestPeerDocumentStore, TestPeerDocumentStoreAsync):

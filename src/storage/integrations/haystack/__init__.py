@@ -163,6 +163,36 @@ class HybridSearchDocumentStore:
         ours = store_filters(filters)
         return await self._core.bridge.arun(lambda c: self._core.count(c, ours))
 
+    # -- the peer's metadata statistics: refused by design, each saying what to use instead ------------------
+    # (A document's metadata is kept whole in its payload and as keywords for filters: an int 1 and a str "1"
+    # are one keyword, so per-type statistics the peer reads from typed mappings cannot be honoured here.)
+
+    def count_unique_metadata_by_filter(self, filters: dict[str, Any], metadata_fields: list[str]) -> dict[str, int]:
+        raise _not_offered("count_unique_metadata_by_filter")
+
+    async def count_unique_metadata_by_filter_async(
+        self, filters: dict[str, Any], metadata_fields: list[str]
+    ) -> dict[str, int]:
+        raise _not_offered("count_unique_metadata_by_filter_async")
+
+    def get_metadata_fields_info(self) -> dict[str, dict[str, str]]:
+        raise _not_offered("get_metadata_fields_info")
+
+    async def get_metadata_fields_info_async(self) -> dict[str, dict[str, str]]:
+        raise _not_offered("get_metadata_fields_info_async")
+
+    def get_metadata_field_min_max(self, metadata_field: str) -> dict[str, Any]:
+        raise _not_offered("get_metadata_field_min_max")
+
+    async def get_metadata_field_min_max_async(self, metadata_field: str) -> dict[str, Any]:
+        raise _not_offered("get_metadata_field_min_max_async")
+
+    def get_metadata_field_unique_values(self, metadata_field: str, *args: Any, **kwargs: Any) -> Any:
+        raise _not_offered("get_metadata_field_unique_values")
+
+    async def get_metadata_field_unique_values_async(self, metadata_field: str, *args: Any, **kwargs: Any) -> Any:
+        raise _not_offered("get_metadata_field_unique_values_async")
+
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """Every document ``filters`` (Haystack's syntax; None or ``{}``: all) match."""
         ours = store_filters(filters)
@@ -303,6 +333,15 @@ class HybridSearchDocumentStore:
 
 def _document(hit: Retrieved) -> Document:
     return Document(id=hit.id, content=hit.content, meta=hit.metadata, score=hit.score)
+
+
+def _not_offered(method: str) -> NotImplementedError:
+    """The peer's metadata statistics: not offered, and what to use instead."""
+    return NotImplementedError(
+        f"{method} is not offered by this store: it keeps metadata as keywords for filters, not as typed fields. "
+        "Count documents per value with SearchClient.search(query, facets=['metadata.<key>']) (filters apply), "
+        "or count_documents_by_filter() for one value"
+    )
 
 
 def _overrides(filters: dict[str, Any] | None, top_k: int | None) -> dict[str, Any]:
