@@ -16,7 +16,6 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from elasticsearch import ApiError, TransportError
 from starlette.applications import Starlette
@@ -30,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from .. import InvalidQuery, SearchClient, SearchError, SearchResponse, query_hash
 from ..evaluation import Judgments, default_grid, evaluate, tune
 from ..fusion import FusionSetting, LegHit, fuse
+from ._describe import fields_with_values, where_elasticsearch
 from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl
 from ._traffic import traffic
 
@@ -202,29 +202,8 @@ async def info(wb: Workbench, request: Request) -> dict[str, Any]:
         "fusion": setting.to_meta(),
         "fusion_sources": sources,
         "grades": list(GRADES),
-        "fields": await _fields_with_values(wb),
+        "fields": await fields_with_values(wb.client, wb.tenant_id),
     }
-
-
-#: The document fields a filter or a group may name, besides the index's own ``metadata.<key>``.
-_STANDARD_FIELDS = {"ticker": "keyword", "doc_type": "keyword", "source": "keyword", "published_at": "date"}
-
-
-async def _fields_with_values(wb: Workbench) -> dict[str, str]:
-    """The fields this index's documents have values in (name -> ``keyword`` or ``date``): what the page offers
-    to filter on and to group by (it offered the demo corpus's ticker, source and doc_type on any index)."""
-    es = wb.client.elasticsearch
-    mapped = (await es.options(ignore_status=404).indices.get_mapping(index=wb.client.index)).body or {}
-    candidates = dict(_STANDARD_FIELDS)
-    for index in mapped.values():
-        if not isinstance(index, dict):
-            continue
-        metadata = index.get("mappings", {}).get("properties", {}).get("metadata", {}).get("properties", {})
-        candidates.update({f"metadata.{key}": "keyword" for key in metadata})
-    counts = await asyncio.gather(
-        *(wb.client.documents.count(filters={f: {"exists": True}}, tenant_id=wb.tenant_id) for f in candidates)
-    )
-    return {field: kind for (field, kind), n in zip(candidates.items(), counts, strict=True) if n}
 
 
 async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
@@ -428,22 +407,6 @@ async def _json(request: Request) -> dict[str, Any]:
 Handler = Callable[[Workbench, Request], Awaitable[Any]]
 
 
-def _where_elasticsearch(wb: Workbench) -> str:
-    """Where Elasticsearch is (its hosts, credentials left out) and what its breaker last saw: a failed search
-    said "circuit is open" and nothing of which server or why."""
-    where = ", ".join(_without_credentials(h) for h in wb.client.settings.hosts()) or "(a cloud id)"
-    breaker = wb.client.breakers.get("elasticsearch")
-    if breaker is None or breaker.last_failure is None:
-        return f" — Elasticsearch at {where}"
-    return f" — Elasticsearch at {where}, breaker {breaker.state}, last failure: {breaker.last_failure}"
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    return parts._replace(netloc=host).geturl()
-
-
 def _route(wb: Workbench, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -452,9 +415,9 @@ def _route(wb: Workbench, handler: Handler) -> Callable[[Request], Awaitable[Res
             return JSONResponse({"error": str(exc).splitlines()[0], "type": type(exc).__name__}, 400)
         except SearchError as exc:
             message = str(exc).splitlines()[0]
-            return JSONResponse({"error": message + _where_elasticsearch(wb), "type": type(exc).__name__}, 502)
+            return JSONResponse({"error": message + where_elasticsearch(wb.client), "type": type(exc).__name__}, 502)
         except (ApiError, TransportError) as exc:  # the judgments' and telemetry's own requests
-            message = f"Elasticsearch: {exc}".splitlines()[0] + _where_elasticsearch(wb)
+            message = f"Elasticsearch: {exc}".splitlines()[0] + where_elasticsearch(wb.client)
             return JSONResponse({"error": message, "type": type(exc).__name__}, 502)
         return result if isinstance(result, Response) else JSONResponse(result)
 
