@@ -97,7 +97,7 @@ async def run(url: str, chat: LocalChatServer, args: argparse.Namespace) -> dict
                     "llm_ms": answer.timings.llm_ms,
                     "prompt_tokens": answer.usage.prompt_tokens if answer.usage else None,
                     "completion_tokens": answer.usage.completion_tokens if answer.usage else None,
-                    "degraded_reason": answer.degraded_reason,
+                    "degraded_reason": answer.degradation.reason if answer.degradation else None,
                 }
             )
             r = rows[-1]

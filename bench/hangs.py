@@ -183,9 +183,8 @@ async def load(es_url: str, index: str, embeddings_url: str, documents: list[Doc
 
 
 def outcome_of(result: Any) -> str:
-    degraded = getattr(result, "degraded", False)
-    reason = getattr(result, "degraded_reason", None)
-    return f"degraded:{reason}" if degraded else "ok"
+    degradation = getattr(result, "degradation", None)
+    return f"degraded:{degradation.reason}" if degradation is not None else "ok"
 
 
 async def call_for(client: SearchClient, dependency: str, n: int) -> str:

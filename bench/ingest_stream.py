@@ -48,10 +48,10 @@ async def run(url: str, n: int, every: int) -> dict[str, object]:
     next_sample = [every]
 
     def progress(p: IndexProgress) -> None:
-        if p.indexed >= next_sample[0]:
+        if p.indexed_count >= next_sample[0]:
             next_sample[0] += every
-            samples.append((p.indexed, round(rss_mb(), 1)))
-            print(json.dumps({"indexed": p.indexed, "rss_mb": samples[-1][1]}), flush=True)
+            samples.append((p.indexed_count, round(rss_mb(), 1)))
+            print(json.dumps({"indexed": p.indexed_count, "rss_mb": samples[-1][1]}), flush=True)
 
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as client:
         await client.indices.delete()

@@ -174,7 +174,7 @@ async def measure(
         for lay, client in clients.items():
             row = await sizes(client)
             # (whether its searches read nested passages: some document is over the window)
-            row["searches_passages"] = (await client.health())["index"]["searches_passages"]
+            row["searches_passages"] = (await client.health()).index.searches_passages
             row["ndcg"] = {s.mode: s.ndcg_at_10 for s in await evaluate(client, data)}
             out["layouts"][lay] = row
         await latencies(clients, queries[:20], 1)  # warm every layout

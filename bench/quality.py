@@ -115,7 +115,7 @@ async def evaluate_set(url: str, folder: Path, cache_dir: Path, model: str) -> d
                 res = await client.search(text, mode=mode, limit=DEPTH, window=DEPTH, highlight=False)
                 legs[qid][mode] = [LegHit(h.id, h.leg_scores[mode]) for h in res.hits]  # the raw leg score
             res = await client.search(text, highlight=False)  # the defaults: hybrid, rrf, window 50, limit 10
-            assert not res.degraded, res.degraded_reason
+            assert not res.degraded, res.degradation
             defaults[qid] = [h.id for h in res.hits]
         await client.indices.delete()
         exact = await exact_knn(embedder, data, DEPTH)

@@ -54,7 +54,9 @@ async def run(url: str, folder: Path) -> dict[str, object]:
                     res = await old.search(queries[searches % len(queries)], limit=10, highlight=False)
                     if res.degraded:
                         degraded += 1
-                        reasons.append(f"{res.degraded_reason} (promoted: {task.done()})")
+                        reasons.append(
+                            f"{res.degradation.reason if res.degradation else None} (promoted: {task.done()})"
+                        )
                 except Exception:
                     failed += 1
                 latencies.append((time.perf_counter() - t0) * 1000)

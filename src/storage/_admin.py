@@ -9,10 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from embeddings import Embedder
 
@@ -21,44 +19,9 @@ from ._fusion.setting import FusionSetting, FusionSource
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
-from ._transport.resilience import Resilience
 from ._types.models import IndexProgress, ReembedReport
 
-__all__ = ["BreakerStatus", "Documents", "Indices", "breaker_status", "breakers"]
-
-
-class BreakerStatus(BaseModel):
-    """One dependency's circuit breaker and its counters (a snapshot; nothing of it can change the breaker)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    #: ``closed`` (calls go through), ``open`` (calls fail fast) or ``half-open`` (one probe is let through).
-    state: Literal["closed", "open", "half-open"]
-    #: Consecutive failures counted so far (the breaker opens at ``breaker_fail_max``).
-    failures: int
-    #: Calls made, attempts sent (retries included), retries, and calls refused while open.
-    calls: int
-    attempts: int
-    retries: int
-    rejected_open: int
-    #: Retries the retry budget holds now (each call earns a fifth of one).
-    retry_budget: float
-    #: The last failure the breaker counted (its error type and message), None before any: why it opened.
-    last_failure: str | None = None
-
-
-def breaker_status(stack: Resilience) -> BreakerStatus:
-    state = stack.state
-    return BreakerStatus(
-        state=state if state in ("closed", "open") else "half-open",  # type: ignore[arg-type]
-        failures=int(stack.breaker.fail_counter),
-        calls=stack.calls,
-        attempts=stack.attempts,
-        retries=stack.retries,
-        rejected_open=stack.rejected_open,
-        retry_budget=round(stack.budget.tokens, 3),
-        last_failure=stack.last_failure,
-    )
+__all__ = ["Documents", "Indices"]
 
 
 class Indices:
@@ -159,7 +122,3 @@ class Documents:
         error). ``refresh=True``: gone from searches when this returns. A delete refused by a reembed's short
         write block is held and sent again."""
         return await self._m.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
-
-
-def breakers(stacks: Mapping[str, Resilience]) -> dict[str, BreakerStatus]:
-    return {name: breaker_status(stack) for name, stack in stacks.items()}

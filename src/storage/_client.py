@@ -25,12 +25,12 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import LLM, Embedder, ProviderConfigError, Reranker, create_embedder, create_llm, create_reranker
 
-from ._admin import BreakerStatus, Documents, Indices, breakers
+from ._admin import Documents, Indices
 from ._dsl.aggregations import FacetSpec
 from ._dsl.filters import FilterInput
 from ._errors import ConfigurationError, Dependency, InvalidQuery
 from ._fusion.methods import FusionMethod, LegHit
-from ._indexing.health import health
+from ._indexing.health import breakers, health
 from ._indexing.indices import IndexManager
 from ._indexing.ingest import Ingester
 from ._indexing.reembed import Reembedder
@@ -43,6 +43,7 @@ from ._transport.backend import Backend
 from ._transport.connect import elasticsearch_client
 from ._transport.resilience import ResiliencePolicy
 from ._types.answers import Answer, AnswerEvent
+from ._types.health import BreakerStatus, Health
 from ._types.models import Document, IndexReport, SearchMode
 from ._types.prompt import AnswerPrompt
 from ._types.requests import (
@@ -230,7 +231,7 @@ class SearchClient:
         """
         return await self._indices.ensure_index()
 
-    async def health(self) -> dict[str, Any]:
+    async def health(self) -> Health:
         """Cluster status, server version, license, the index's stats and this client's breaker states."""
         return await health(self._indices)
 

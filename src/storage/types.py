@@ -1,9 +1,9 @@
 """The value types the client takes and returns, beyond the few at the root of ``storage``: the parts of a
-response (legs, rerank, shards, facets, groups, passages), an answer's parts and events, the reports of writes
-and re-embedding, the request value objects (``client.search(**SearchRequest(...).arguments())``), the
-breakers' status and the resilience policy. All frozen."""
+response (legs, degradation, completeness, rerank, shards, facets, groups, passages), an answer's parts and
+events, the reports of writes and re-embedding, the request value objects
+(``client.search(**SearchRequest(...).arguments())``), the breakers' status and the resilience policy. All
+frozen."""
 
-from ._admin import BreakerStatus
 from ._dsl.aggregations import FacetSpec
 from ._transport.resilience import ResiliencePolicy
 from ._types.answers import (
@@ -15,6 +15,7 @@ from ._types.answers import (
     AnswerTimings,
     AnswerUsage,
 )
+from ._types.health import BreakerStatus, ClusterHealth, Health, IndexHealth
 from ._types.models import FailedDocument, IndexProgress, ReembedReport, SearchMode, TuneReport, TuneRow
 from ._types.prompt import AnswerPrompt
 from ._types.requests import (
@@ -26,7 +27,18 @@ from ._types.requests import (
     RoundTrip,
     SearchRequest,
 )
-from ._types.results import Facet, FacetBucket, HitGroup, LegReport, Passage, RerankReport, ShardReport
+from ._types.results import (
+    Completeness,
+    Degradation,
+    Facet,
+    FacetBucket,
+    FacetReport,
+    HitGroup,
+    LegReport,
+    Passage,
+    RerankReport,
+    ShardReport,
+)
 
 __all__ = [
     "AnswerDelta",
@@ -39,11 +51,17 @@ __all__ = [
     "AnswerTimings",
     "AnswerUsage",
     "BreakerStatus",
+    "ClusterHealth",
+    "Completeness",
+    "Degradation",
     "Facet",
     "FacetBucket",
+    "FacetReport",
     "FacetSpec",
     "FailedDocument",
+    "Health",
     "HitGroup",
+    "IndexHealth",
     "IndexProgress",
     "IngestRequest",
     "LegReport",

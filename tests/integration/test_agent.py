@@ -465,6 +465,6 @@ async def test_a_context_beyond_the_model_s_real_window_is_a_typed_error(
             await client.answer("How did revenue grow?", limit=12, strict=True)
         text = await SearchTool(client, limit=12).answer({"question": "How did revenue grow?"})
     assert answer.status == "llm_failed"
-    assert answer.degraded_reason == "llm_context_too_long"
+    assert answer.degradation.reason == "llm_context_too_long"
     assert "LLM_CONTEXT_TOKENS" in (answer.error or "")
     assert text.startswith("No answer: the answering model failed (llm_context_too_long)")

@@ -284,7 +284,7 @@ async def test_a_failing_model_degrades_to_the_entries_without_an_answer(
     assert answer.status == "llm_failed"
     assert answer.answer is None
     assert answer.degraded
-    assert answer.degraded_reason == reason
+    assert answer.degradation.reason == reason
     assert answer.entries[0].id == "aapl-guidance"
     assert answer.citations == []
     assert KEY not in (answer.error or "")
@@ -312,7 +312,7 @@ async def test_a_slow_model_times_out_within_the_deadline(
     started = time.monotonic()
     answer = await scripted.answer("Why did Apple lower its revenue outlook?", timeout_s=1.0)
     assert time.monotonic() - started < 2.0
-    assert answer.degraded_reason == "llm_timeout"
+    assert answer.degradation.reason == "llm_timeout"
     assert answer.entries
 
 
@@ -325,10 +325,10 @@ async def test_a_refused_model_is_unavailable_and_the_breaker_opens(settings: Se
     ) as client:
         await _indexed(client)
         first = await client.answer("Apple revenue outlook")
-        assert first.degraded_reason == "llm_unavailable"
+        assert first.degradation.reason == "llm_unavailable"
         await client.answer("Apple revenue outlook")
         third = await client.answer("Apple revenue outlook")
-        assert third.degraded_reason == "llm_circuit_open"
+        assert third.degradation.reason == "llm_circuit_open"
         assert client.breakers["llm"].state == "open"
         assert client.breakers["elasticsearch"].state == "closed"  # one breaker never blocks another
 
@@ -342,7 +342,7 @@ async def test_a_stream_cut_mid_answer_ends_with_a_degraded_final_event(
     assert isinstance(events[-1], AnswerDone)
     final = events[-1].answer
     assert final.answer is None
-    assert final.degraded_reason in ("llm_disconnected", "llm_bad_response")  # (the server died mid-answer)
+    assert final.degradation.reason in ("llm_disconnected", "llm_bad_response")  # (the server died mid-answer)
     assert final.entries
 
 

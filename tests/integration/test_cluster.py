@@ -89,7 +89,7 @@ class Load:
                 if not res.hits:  # (a failure of its phase, not an end of the load: a wait would never end)
                     self.failures.setdefault(phase, []).append("no hits")
                 if res.degraded:
-                    self.failures.setdefault(phase, []).append(f"degraded:{res.degraded_reason}")
+                    self.failures.setdefault(phase, []).append(f"degraded:{res.degradation.reason}")
             except SearchError as exc:
                 self.failures.setdefault(phase, []).append(type(exc).__name__)
             self.latencies.setdefault(phase, []).append((time.perf_counter() - t0) * 1000)

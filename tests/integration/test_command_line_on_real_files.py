@@ -150,7 +150,10 @@ def test_a_folder_of_files_is_read_by_kind_with_titles_sources_and_types(
     assert by_id["guides/filing.pdf"]["doc_type"] == "pdf"
     assert "Quarterly filing" in by_id["guides/filing.pdf"]["text"]
     facet = json.loads(_run(settings, "search", "turbine", "--json", "--facet", "source").stdout)
-    assert {b["value"]: b["count"] for b in facet["facets"]["source"]["buckets"]} == {"guides": 2, "handbook": 1}
+    assert {b["value"]: b["count"] for b in facet["facets"]["counts"]["source"]["buckets"]} == {
+        "guides": 2,
+        "handbook": 1,
+    }
 
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -148,7 +148,7 @@ async def test_a_knn_only_hit_carries_a_highlight_from_one_follow_up(client: Sea
     assert by_id["b-keyword"].highlight_source == "bm25"
     assert by_id["c-other"].highlight_source == "snippet"  # no query term in it: the text's start
     assert by_id["c-other"].highlights["text"] == ["zeta eta theta"]
-    assert res.highlights_complete
+    assert res.completeness.highlights_complete
     plain = await client.search("alpha beta", window=10, limit=10, highlight=False)
     assert all(h.highlights == {} and h.highlight_source is None for h in plain.hits)
 
@@ -219,8 +219,8 @@ async def test_msearch_degrades_like_parallel_when_a_leg_fails(settings: SearchS
         res = await c.search("common", round_trip="msearch")
     await dead.aclose()
     assert res.degraded
-    assert res.legs_failed == ["knn"]
-    assert res.degraded_reason == "connection_error"
+    assert res.degradation.legs_failed == ["knn"]
+    assert res.degradation.reason == "connection_error"
     assert res.hits
     missing = SearchSettings(url=settings.url, index="no-such-index-anywhere")
     async with SearchClient.from_settings(missing, embedder=HashingEmbedder(dimensions=64)) as c:

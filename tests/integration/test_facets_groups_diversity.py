@@ -49,19 +49,19 @@ async def _match_set(client: SearchClient, query: str) -> set[str]:
 async def test_facets_equal_a_direct_count_over_the_union_of_both_legs_matches(loaded: SearchClient) -> None:
     res = await loaded.search("guidance raised", facets=["ticker", "source:2", "published_at:year", "metadata.region"])
     assert res.facets is not None
-    assert res.facets_over == ["bm25", "knn"]
-    assert not res.facets_partial
+    assert res.facets.over == ["bm25", "knn"]
+    assert not res.facets.partial
     matched = [d for d in DOCS if d.id in await _match_set(loaded, "guidance raised")]
     expected = Counter(d.ticker for d in matched)
-    assert {b.value: b.count for b in res.facets["ticker"].buckets} == dict(expected)
+    assert {b.value: b.count for b in res.facets.counts["ticker"].buckets} == dict(expected)
     sources = Counter(d.source for d in matched)
     top2 = sorted(sources.items(), key=lambda kv: (-kv[1], kv[0]))[:2]  # most frequent, ties by value
-    assert [(b.value, b.count) for b in res.facets["source"].buckets] == top2
+    assert [(b.value, b.count) for b in res.facets.counts["source"].buckets] == top2
     years = Counter(str(d.published_at)[:4] for d in matched if d.published_at)
-    assert {b.value[:4]: b.count for b in res.facets["published_at"].buckets} == dict(years)
+    assert {b.value[:4]: b.count for b in res.facets.counts["published_at"].buckets} == dict(years)
     regions = Counter(str((d.metadata or {}).get("region")) for d in matched if d.metadata)
-    assert {b.value: b.count for b in res.facets["metadata.region"].buckets} == dict(regions)
-    assert res.facets["metadata.region"].kind == "terms"
+    assert {b.value: b.count for b in res.facets.counts["metadata.region"].buckets} == dict(regions)
+    assert res.facets.counts["metadata.region"].kind == "terms"
 
 
 async def test_facets_respect_filters_and_never_change_the_hits(loaded: SearchClient) -> None:
@@ -69,17 +69,17 @@ async def test_facets_respect_filters_and_never_change_the_hits(loaded: SearchCl
     faceted = await loaded.search("revenue margins", filters={"source": "reuters"}, facets=["source", "ticker"])
     assert faceted.ids == plain.ids
     assert faceted.facets is not None
-    assert [(b.value, b.count > 0) for b in faceted.facets["source"].buckets] == [("reuters", True)]
+    assert [(b.value, b.count > 0) for b in faceted.facets.counts["source"].buckets] == [("reuters", True)]
 
 
 async def test_bm25_facets_count_every_keyword_match_and_date_ranges_bucket_them(loaded: SearchClient) -> None:
     res = await loaded.search("supply chain", mode="bm25", facets=["published_at:2023..2024,2024.."])
     assert res.facets is not None
-    assert res.facets_over == ["bm25"]
+    assert res.facets.over == ["bm25"]
     matched = [d for d in DOCS if "supply chain" in d.text]
     in_2023 = sum(1 for d in matched if str(d.published_at).startswith("2023"))
     later = sum(1 for d in matched if str(d.published_at) >= "2024")
-    assert [b.count for b in res.facets["published_at"].buckets] == [in_2023, later]
+    assert [b.count for b in res.facets.counts["published_at"].buckets] == [in_2023, later]
 
 
 class _NoQueries(HashingEmbedder):
@@ -95,12 +95,12 @@ async def test_a_degraded_search_still_counts_what_answered_and_says_so(
     async with SearchClient.from_settings(settings, embedder=_NoQueries(dimensions=256)) as broken:
         res = await broken.search("guidance raised", facets=["ticker"])
     assert res.degraded
-    assert res.legs_failed == ["knn"]
+    assert res.degradation.legs_failed == ["knn"]
     assert res.facets is not None
-    assert res.facets_over == ["bm25"]
-    assert res.facets_partial
+    assert res.facets.over == ["bm25"]
+    assert res.facets.partial
     bm25 = [d for d in DOCS if "guidance raised" in d.text]
-    assert sum(b.count for b in res.facets["ticker"].buckets) == len(bm25)
+    assert sum(b.count for b in res.facets.counts["ticker"].buckets) == len(bm25)
 
 
 async def test_an_unmapped_or_unaggregatable_facet_is_invalid_query(loaded: SearchClient) -> None:
@@ -251,5 +251,5 @@ async def test_facets_use_the_same_tenant_as_the_hits(settings: SearchSettings, 
         await client.index_documents(DOCS[8:], tenant_id="globex", refresh=True)
         res = await client.search("revenue", tenant_id="acme", facets=["ticker"])
     assert res.facets is not None
-    assert sum(b.count for b in res.facets["ticker"].buckets) <= 8
+    assert sum(b.count for b in res.facets.counts["ticker"].buckets) <= 8
     assert set(_ids(res.hits)) <= {d.id for d in DOCS[:8]}

@@ -204,8 +204,8 @@ async def test_embedder_down_degrades_hybrid_to_bm25_and_ingest_indexes_nothing_
     async with _client(es_url, loaded.index, embedder=dead) as c:
         res = await c.search("revenue guidance")
         assert res.degraded
-        assert res.legs_failed == ["knn"]
-        assert res.degraded_reason == "connection_error"
+        assert res.degradation.legs_failed == ["knn"]
+        assert res.degradation.reason == "connection_error"
         assert res.hits
         assert all(set(h.ranks) == {"bm25"} for h in res.hits)
         with pytest.raises(SearchFailed):
@@ -229,8 +229,8 @@ async def test_embedder_429_with_retry_after_degrades_with_the_reason(
         res = await c.search("revenue guidance")
         elapsed = time.perf_counter() - started
     assert res.degraded
-    assert res.legs_failed == ["knn"]
-    assert res.degraded_reason == "http_error"
+    assert res.degradation.legs_failed == ["knn"]
+    assert res.degradation.reason == "http_error"
     assert len(scripted_server.requests) == 1  # Retry-After 30 s is past the leg budget: no retry
     assert elapsed < 2
 
@@ -414,8 +414,8 @@ async def test_slow_embedding_server_degrades_hybrid_to_bm25_within_the_leg_budg
             res = await c.search("revenue guidance")
             elapsed = time.perf_counter() - started
         assert res.degraded
-        assert res.legs_failed == ["knn"]
-        assert res.degraded_reason == "timeout"
+        assert res.degradation.legs_failed == ["knn"]
+        assert res.degradation.reason == "timeout"
         assert res.hits
         assert all(set(h.ranks) == {"bm25"} for h in res.hits)
         assert elapsed < 1.5 + 0.5
@@ -442,8 +442,8 @@ async def test_embedder_answering_garbage_degrades_hybrid_and_indexes_nothing(
         docs = [Document(id=f"garbage-{answer}-{i}", text="never indexed without a vector") for i in range(3)]
         report = await c.index_documents(docs, index=loaded.index, refresh=True)
     assert res.degraded
-    assert res.legs_failed == ["knn"]
-    assert res.degraded_reason == "bad_response"
+    assert res.degradation.legs_failed == ["knn"]
+    assert res.degradation.reason == "bad_response"
     assert res.hits
     assert report.indexed == []
     assert {f.reason for f in report.failed} == {"embedding_failed"}

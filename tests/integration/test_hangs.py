@@ -129,13 +129,13 @@ async def test_a_hung_embedder_degrades_hybrid_to_bm25_and_once_its_breaker_open
                 assert searches <= FAIL_MAX, "the breaker never saw the hang"
                 res = await c.search(f"revenue guidance {uuid.uuid4().hex}")  # (never a cached query vector)
                 assert res.degraded
-                assert res.legs_failed == ["knn"]
+                assert res.degradation.legs_failed == ["knn"]
                 assert res.hits
-                assert res.degraded_reason in ("timeout", "connection_error", "disconnected", "circuit_open")
+                assert res.degradation.reason in ("timeout", "connection_error", "disconnected", "circuit_open")
             sent = proxy.requests
             res = await c.search(f"revenue guidance {uuid.uuid4().hex}")
             assert res.degraded
-            assert res.degraded_reason == "circuit_open"
+            assert res.degradation.reason == "circuit_open"
             assert res.hits
             assert all(set(h.ranks) == {"bm25"} for h in res.hits)
             assert proxy.requests == sent
@@ -165,7 +165,7 @@ async def test_a_hung_reranker_returns_the_fused_order_and_once_its_breaker_open
                 assert searches <= FAIL_MAX, "the breaker never saw the hang"
                 res = await c.search("revenue guidance", rerank=True)
                 assert res.degraded
-                assert res.degraded_reason in (
+                assert res.degradation.reason in (
                     "rerank_timeout",
                     "rerank_connection_error",
                     "rerank_disconnected",
@@ -174,7 +174,7 @@ async def test_a_hung_reranker_returns_the_fused_order_and_once_its_breaker_open
                 assert [h.id for h in res.hits] == fused
             sent = proxy.requests
             res = await c.search("revenue guidance", rerank=True)
-            assert res.degraded_reason == "rerank_circuit_open"
+            assert res.degradation.reason == "rerank_circuit_open"
             assert [h.id for h in res.hits] == fused
             assert proxy.requests == sent
             await _recovers_with_one_probe(proxy, c, "reranker", lambda: c.search("revenue guidance", rerank=True))
@@ -202,7 +202,7 @@ async def test_a_hung_chat_model_gives_the_entries_without_an_answer_and_once_it
                 answer = await c.answer("what is the revenue guidance?")
                 assert answer.answer is None
                 assert answer.entries
-                assert answer.degraded_reason in (
+                assert answer.degradation.reason in (
                     "llm_timeout",
                     "llm_unavailable",
                     "llm_disconnected",
@@ -211,7 +211,7 @@ async def test_a_hung_chat_model_gives_the_entries_without_an_answer_and_once_it
             sent = proxy.requests
             answer = await c.answer("what is the revenue guidance?")
             assert answer.answer is None
-            assert answer.degraded_reason == "llm_circuit_open"
+            assert answer.degradation.reason == "llm_circuit_open"
             assert answer.entries
             assert proxy.requests == sent
             await _recovers_with_one_probe(proxy, c, "llm", lambda: c.answer("what is the revenue guidance?"))

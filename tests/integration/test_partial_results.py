@@ -41,8 +41,8 @@ async def test_a_search_with_an_unavailable_shard_says_it_is_partial(
     assert res.hits
     assert res.partial
     # The legs and the fetch of the page's documents all met the missing shard.
-    assert res.partial_legs == ["bm25", "knn", "fetch"]
-    assert not res.highlights_complete
+    assert res.completeness.partial_legs == ["bm25", "knn", "fetch"]
+    assert not res.completeness.highlights_complete
     assert not res.degraded  # every leg answered; not all of the index did
     for leg in ("bm25", "knn"):
         shards = res.legs[leg].shards
@@ -57,7 +57,7 @@ async def test_a_search_with_an_unavailable_shard_says_it_is_partial(
     text = await SearchTool(half_red).run({"query": "revenue guidance"})
     assert "results may be incomplete" in text
     msearch = await half_red.search("revenue guidance", round_trip="msearch")
-    assert msearch.partial_legs == ["bm25", "knn", "fetch"]
+    assert msearch.completeness.partial_legs == ["bm25", "knn", "fetch"]
 
 
 async def test_strict_searches_and_walks_refuse_partial_results(half_red: SearchClient) -> None:
@@ -106,7 +106,7 @@ async def test_every_leg_carries_a_server_side_timeout_and_a_shard_that_times_ou
             assert shards is not None
             assert shards.timed_out
             assert res.partial
-            assert res.partial_legs == ["knn"]
+            assert res.completeness.partial_legs == ["knn"]
             with pytest.raises(PartialResults):
                 await c.search("revenue guidance", mode="knn", num_candidates=3000, window=100, strict=True)
     finally:

@@ -171,10 +171,10 @@ async def test_a_passages_index_of_short_documents_searches_as_one_without_until
     short = [d for d in DOCS if d.id in ("short", "weather-0")]
     async with SearchClient.from_settings(s, embedder=_embedder()) as writer:
         await writer.ensure_index()
-        assert (await writer.health())["index"]["searches_passages"] is False  # a new index: nothing long
+        assert (await writer.health()).index.searches_passages is False  # a new index: nothing long
         assert (await writer.index_documents(short, refresh=True)).ok
         async with SearchClient.from_settings(s, embedder=_embedder()) as reader:
-            assert (await reader.health())["index"]["searches_passages"] is False
+            assert (await reader.health()).index.searches_passages is False
             res = await reader.search("Zorblax quantum widget revenue", limit=2)
             assert res.ids[0] == "short"
             assert all(not h.passages for h in res.hits)
@@ -183,7 +183,7 @@ async def test_a_passages_index_of_short_documents_searches_as_one_without_until
             found = await writer.search("Zorblax quantum widget revenue", mode="knn", limit=1)
             assert found.ids == ["long"]
             assert "Zorblax" in found.hits[0].passages[0].text
-            assert (await reader.health())["index"]["searches_passages"] is True
+            assert (await reader.health()).index.searches_passages is True
             seen = await reader.search("Zorblax quantum widget revenue", mode="knn", limit=1)
             assert seen.ids == ["long"]
 

@@ -108,7 +108,7 @@ async def test_a_model_change_moves_the_alias_while_searches_every_100_ms_all_su
     while not reembed.done():
         res = await old_index.search("cloud growth", limit=5)
         searches += 1
-        reasons.append(res.degraded_reason)
+        reasons.append(res.degradation.reason if res.degradation is not None else None)
         await asyncio.sleep(0.1)
     report = await reembed
     assert searches >= 3
@@ -122,13 +122,13 @@ async def test_a_model_change_moves_the_alias_while_searches_every_100_ms_all_su
     assert (report.previous_model, report.model) == (models[OLD].model_id, models[NEW].model_id)
     assert (report.documents, report.embedded, report.failed) == (len(DOCS), len(DOCS), [])
     assert seen[-1].total == len(DOCS)
-    assert seen[-1].indexed == len(DOCS)
+    assert seen[-1].indexed_count == len(DOCS)
     assert await _ids(es, settings.index) == before  # the same documents, behind the alias now
     assert (await new.search("cloud growth", limit=5)).legs["knn"].ok
     # A client still configured with the old model gets BM25 only, said so, instead of foreign neighbours.
     stale = await old_index.search("cloud growth", limit=5)
     assert stale.degraded
-    assert stale.degraded_reason == "model_mismatch"
+    assert stale.degradation.reason == "model_mismatch"
     assert stale.hits
     assert (await es.indices.exists(index=report.source)).body  # kept unless delete_old=True
     await new.aclose()
@@ -144,7 +144,7 @@ async def test_an_interrupted_run_leaves_the_alias_and_the_next_run_resumes(
     alias = (await es.indices.get_alias(name=settings.index)).body
     assert list(alias) == [f"{settings.index}-000001"]  # untouched
     health = await old_index.health()
-    assert health["index"]["building"] == [f"{settings.index}-000002"]  # the partial version is identifiable
+    assert health.index.building == [f"{settings.index}-000002"]  # the partial version is identifiable
     resumed = _new_client(settings, models[NEW])
     report = await resumed.indices.reembed(delete_old=True)
     assert report.promoted
@@ -153,7 +153,7 @@ async def test_an_interrupted_run_leaves_the_alias_and_the_next_run_resumes(
     assert report.resumed + report.embedded == len(DOCS)
     assert list((await es.indices.get_alias(name=settings.index)).body) == [f"{settings.index}-000002"]
     assert not (await es.indices.exists(index=f"{settings.index}-000001")).body  # delete_old
-    assert (await resumed.health())["index"]["building"] == []
+    assert (await resumed.health()).index.building == []
     await interrupted.aclose()
     await resumed.aclose()
 

@@ -91,8 +91,9 @@ async def test_a_reranker_that_is_down_returns_the_fused_order_degraded_with_one
         res = await c.search(QUERY, rerank=True)
         assert res.ids == fused.ids
         assert res.degraded
-        assert res.legs_failed == []
-        assert res.degraded_reason == "rerank_connection_error"
+        assert res.degradation is not None
+        assert res.degradation.legs_failed == []
+        assert res.degradation.reason == "rerank_connection_error"
         assert res.ordered_by == "fusion"
         assert res.rerank is not None
         assert not res.rerank.ok
@@ -115,7 +116,7 @@ async def test_a_slow_reranker_costs_at_most_its_budget(reranking: SearchClient,
     started = time.perf_counter()
     res = await reranking.search(QUERY, rerank=True)
     elapsed = time.perf_counter() - started
-    assert res.degraded_reason == "rerank_timeout"
+    assert res.degradation.reason == "rerank_timeout"
     assert res.hits
     assert elapsed < 1.0 + 1.0  # the 1 s rerank budget plus the legs; never the reranker's 3 s
     print(f"\nreranker 3 s slow vs a 1 s budget: fused order after {elapsed:.2f} s")
@@ -130,7 +131,7 @@ async def test_a_reranker_answering_garbage_is_not_retried_and_a_503_is(
 
     rerank_server.garble(nan)
     res = await reranking.search(QUERY, rerank=True)
-    assert res.degraded_reason == "rerank_bad_response"
+    assert res.degradation.reason == "rerank_bad_response"
     assert len(rerank_server.requests) == 1
     rerank_server.fail(503, {"message": "busy"})
     res = await reranking.search(QUERY, rerank=True)
@@ -146,7 +147,7 @@ async def test_a_dead_reranker_opens_its_own_breaker_and_never_elasticsearchs(
     async with SearchClient(
         loaded.elasticsearch, HashingEmbedder(dimensions=64), settings, owns_clients=False, reranker=dead
     ) as c:
-        reasons = [(await c.search(QUERY, rerank=True)).degraded_reason for _ in range(4)]
+        reasons = [(await c.search(QUERY, rerank=True)).degradation.reason for _ in range(4)]
         assert c.breakers["reranker"].state == "open"
         assert c.breakers["elasticsearch"].state == "closed"
         assert reasons[-1] == "rerank_circuit_open"

@@ -91,7 +91,7 @@ async def test_search_ingest_and_paging_work_with_credentials_limited_to_the_pro
     assert sorted(walked) == sorted(d.id for d in DOCS)
     assert await app.documents.count() == len(DOCS)
     health = await app.health()
-    assert health["license"] in ("basic", "unknown")
+    assert health.license in ("basic", "unknown")
 
 
 async def test_an_index_outside_the_role_is_access_denied(app: SearchClient) -> None:

@@ -115,10 +115,10 @@ async def test_tuning_finds_the_better_setting_stores_it_and_every_client_then_u
     async with SearchClient.from_settings(settings, embedder=NoiseEmbedder()) as other:
         res = await other.search(json.loads((folder / "queries.jsonl").read_text().splitlines()[0])["text"])
         assert res.fusion_sources == {"method": "index", "k": "index", "weights": "index", "window": "index"}
-        assert res.fusion["weights"] == report.recommended["weights"]
-        assert res.fusion["window"] == report.recommended["window"]
+        assert res.fusion.weights == report.recommended["weights"]
+        assert res.fusion.window == report.recommended["window"]
         health = await other.health()
-        assert health["fusion"]["sources"]["weights"] == "index"
+        assert health.fusion_sources["weights"] == "index"
         # ...a call's arguments win over it...
         called = await other.search("alpha", weights={"knn": 1.0}, window=20)
         assert called.fusion_sources["weights"] == "call"
@@ -129,7 +129,7 @@ async def test_tuning_finds_the_better_setting_stores_it_and_every_client_then_u
     async with SearchClient.from_settings(explicit, embedder=NoiseEmbedder()) as configured:
         res = await configured.search("alpha")
         assert res.fusion_sources["weights"] == "settings"
-        assert res.fusion["weights"] == {"bm25": 1.0, "knn": 1.0}
+        assert res.fusion.weights == {"bm25": 1.0, "knn": 1.0}
         assert res.fusion_sources["k"] == "index"
     # Tuning again: the stored setting is now the current one, and nothing better is found.
     again = await tune(noisy, load_judgments(folder))

@@ -8,6 +8,8 @@ from storage import Answer, SearchHit, SearchResponse
 from storage._errors import CircuitOpen, InvalidQuery, Overloaded, SearchFailed
 from storage._types.answers import AnswerEntry, AnswerTimings
 from storage.agent import assemble_context, error_message, extract_citations, format_answer, format_results
+from storage.fusion import FusionSetting
+from storage.types import Degradation
 
 
 def _hit(i: int, text: str = "", **source: str) -> SearchHit:
@@ -31,7 +33,7 @@ def _response(hits: list[SearchHit], **kw: object) -> SearchResponse:
         limit=10,
         legs={},
         overlap=0,
-        fusion={},
+        fusion=FusionSetting(),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -71,7 +73,7 @@ def test_asked_for_many_results_snippets_shorten_before_results_are_left_out() -
 def test_no_hits_and_degraded_results_are_said_in_one_line() -> None:
     assert "No matches" in format_results(_response([]))
     assert "rephras" in format_results(_response([]))
-    degraded = format_results(_response([_hit(1)], degraded=True, legs_failed=["knn"], degraded_reason="timeout"))
+    degraded = format_results(_response([_hit(1)], degradation=Degradation(legs_failed=["knn"], reason="timeout")))
     assert "Note: partial results — semantic search was unavailable (timeout)." in degraded
 
 
@@ -143,7 +145,9 @@ def test_an_answer_with_no_context_or_a_failed_model_says_so() -> None:
     none_fit = format_answer(_answer(answer=None, status="no_context", citations=[], entries=[]))
     assert none_fit.startswith("No answer: the documents found did not fit the answering model's context")
     assert "[#d1] Title 1" in none_fit
-    failed = format_answer(_answer(answer=None, status="llm_failed", degraded_reason="llm_context_too_long"))
+    failed = format_answer(
+        _answer(answer=None, status="llm_failed", degradation=Degradation(reason="llm_context_too_long"))
+    )
     assert failed.startswith("No answer: the answering model failed (llm_context_too_long).")
     assert "Sources:" not in failed
 

@@ -144,7 +144,7 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     fused = fuse_legs(plan, outcomes)
     failed = RerankReport(ok=False, model="m", candidates=1, reason="timeout")
     res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=failed), [])
-    assert (res.degraded, res.degraded_reason, res.legs_failed, res.ordered_by) == (
+    assert (res.degraded, res.degradation.reason, res.degradation.legs_failed, res.ordered_by) == (
         True,
         "rerank_timeout",
         [],
@@ -153,7 +153,7 @@ def test_respond_reports_a_failed_rerank_as_degraded_unless_a_leg_failed_first()
     outcomes["knn"] = LegOutcome("knn", error=_down())
     fused = fuse_legs(plan, outcomes)
     res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=failed), [])
-    assert (res.degraded_reason, res.legs_failed) == ("connection_error", ["knn"])
+    assert (res.degradation.reason, res.degradation.legs_failed) == ("connection_error", ["knn"])
     ok = RerankReport(ok=True, model="m", candidates=1)
     fused = fuse_legs(plan, outcomes)
     res = build_response(plan, state, fused, Ranked(fused=fused.hits, report=ok), [])

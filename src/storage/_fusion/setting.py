@@ -63,7 +63,7 @@ class FusionSetting:
         return f"{self.method}{k} window={self.window} bm25:knn={self.bm25_weight:g}:{self.knn_weight:g}"
 
     def to_meta(self) -> dict[str, Any]:
-        """The stored form (an index's ``_meta.fusion``, and ``health()["fusion"]``)."""
+        """The stored form (an index's ``_meta.fusion``)."""
         return {"method": self.method, "k": self.k, "weights": self.weights, "window": self.window}
 
     @classmethod

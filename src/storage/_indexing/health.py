@@ -1,19 +1,22 @@
-"""``health()``: what the client knows of the cluster, the alias and its own dependencies, in one dict."""
+"""``health()``: what the client knows of the cluster, the alias and its own dependencies (a :class:`Health`),
+and ``client.breakers``' snapshots of the circuit breakers."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .._dsl.mapping import building_versions
 from .._errors import AccessDenied
 from .._fusion.setting import configured_fusion
+from .._transport.resilience import Resilience
+from .._types.health import BreakerStatus, ClusterHealth, Health, IndexHealth
 from .indices import IndexManager
 
-__all__ = ["health"]
+__all__ = ["breaker_status", "breakers", "health"]
 
 
-async def health(m: IndexManager) -> dict[str, Any]:
+async def health(m: IndexManager) -> Health:
     """Cluster status, server version, license, the index's stats, the versions a reembed is building, the
     fusion in force and the client's breakers (each part the credentials may not see: left empty)."""
     b = m.backend
@@ -43,39 +46,44 @@ async def health(m: IndexManager) -> dict[str, Any]:
     s = b.settings
     target = await b.metadata.read_target(m.alias)
     in_force, sources = configured_fusion(s.fusion_setting(), s.fusion_explicit(), target.fusion)
-    out: dict[str, Any] = {
-        "cluster": {
-            "name": cluster.get("cluster_name"),
-            "status": cluster.get("status"),
-            "nodes": cluster.get("number_of_nodes"),
-        },
-        "version": ", ".join(versions),
-        "license": lic,
-        "index": {
-            "alias": m.alias,
-            "exists": bool(indices),
-            "indices": sorted(indices),
-            "documents": documents,
-            "size_bytes": sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
-            # Versions a reembed is building (or an interrupted one left): not searched yet.
-            "building": building,
-            # A search reads nested passages (some document is longer than the model's window, or the
-            # index predates mapping version 4); else it costs what an index without passages does.
-            "searches_passages": target.searches_passages,
-        },
-        "breakers": {
-            dep: {
-                "state": r.state,
-                "calls": r.calls,
-                "attempts": r.attempts,
-                "retries": r.retries,
-                "rejected_open": r.rejected_open,
-            }
-            for dep, r in b.resilience.items()
-        },
-        "embeddings": {"model": b.embedder.model_id, "dimensions": b.embedder.dimensions},
-        "fusion": {**in_force.to_meta(), "sources": sources},
-    }
-    if b.reranker is not None:
-        out["reranker"] = {"model": b.reranker.model_id}
-    return out
+    return Health(
+        cluster=ClusterHealth(
+            name=cluster.get("cluster_name"), status=cluster.get("status"), nodes=cluster.get("number_of_nodes")
+        ),
+        version=", ".join(versions),
+        license=lic,
+        index=IndexHealth(
+            alias=m.alias,
+            exists=bool(indices),
+            indices=sorted(indices),
+            documents=documents,
+            size_bytes=sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
+            building=building,
+            searches_passages=target.searches_passages,
+        ),
+        breakers=breakers(b.resilience),
+        embedding_model=b.embedder.model_id,
+        embedding_dimensions=b.embedder.dimensions,
+        reranker_model=b.reranker.model_id if b.reranker is not None else None,
+        fusion=in_force,
+        fusion_sources=dict(sources),
+    )
+
+
+def breaker_status(stack: Resilience) -> BreakerStatus:
+    """A read-only snapshot of one dependency's breaker and counters."""
+    state = stack.state
+    return BreakerStatus(
+        state=state if state in ("closed", "open") else "half-open",  # type: ignore[arg-type]
+        failures=int(stack.breaker.fail_counter),
+        calls=stack.calls,
+        attempts=stack.attempts,
+        retries=stack.retries,
+        rejected_open=stack.rejected_open,
+        retry_budget=round(stack.budget.tokens, 3),
+        last_failure=stack.last_failure,
+    )
+
+
+def breakers(stacks: Mapping[str, Resilience]) -> dict[str, BreakerStatus]:
+    return {name: breaker_status(stack) for name, stack in stacks.items()}

@@ -177,10 +177,10 @@ class Ingester:
                 progress(
                     IndexProgress(
                         total=counts["taken"] + invalid,
-                        embedded=counts["embedded"] + invalid + embedding,
-                        indexed=len(outcomes.indexed),
-                        failed=len(outcomes.failed) + invalid,
-                        vectors=counts["vectors"],
+                        embedded_count=counts["embedded"] + invalid + embedding,
+                        indexed_count=len(outcomes.indexed),
+                        failed_count=len(outcomes.failed) + invalid,
+                        vector_count=counts["vectors"],
                     )
                 )
 

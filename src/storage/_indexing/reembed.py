@@ -97,10 +97,10 @@ class _Run:
             self.progress(
                 IndexProgress(
                     total=self.total,
-                    embedded=base + (batch.embedded if batch else 0),
-                    indexed=base - len(self.failed) + (batch.indexed if batch else 0),
-                    failed=len(self.failed) + (batch.failed if batch else 0),
-                    vectors=batch.vectors if batch else 0,
+                    embedded_count=base + (batch.embedded_count if batch else 0),
+                    indexed_count=base - len(self.failed) + (batch.indexed_count if batch else 0),
+                    failed_count=len(self.failed) + (batch.failed_count if batch else 0),
+                    vector_count=batch.vector_count if batch else 0,
                 )
             )
 

@@ -42,7 +42,7 @@ from .._types.answers import (
 )
 from .._types.prompt import AnswerPrompt
 from .._types.requests import AnswerRequest, SearchRequest
-from .._types.results import SearchResponse
+from .._types.results import Degradation, SearchResponse
 from .context import AssembledContext, CitationCheck, assemble_context, context_budget
 
 __all__ = ["Answerer"]
@@ -276,7 +276,7 @@ class Answerer:
             if said_no and not check.cited:
                 status = "not_in_entries"
         llm = self._b.llm
-        reason = _llm_reason(error) if error is not None else search.degraded_reason if search.degraded else None
+        reason = _llm_reason(error) if error is not None else search.degradation.reason if search.degradation else None
         usage = None
         if completion is not None:
             u = completion.usage
@@ -294,8 +294,14 @@ class Answerer:
             entries=entries,
             context_truncated=context.truncated if context is not None else False,
             context_chars=len(context.text) if context is not None else 0,
-            degraded=error is not None or search.degraded,
-            degraded_reason=reason,
+            degradation=(
+                Degradation(
+                    legs_failed=search.degradation.legs_failed if search.degradation is not None else [],
+                    reason=reason,
+                )
+                if reason is not None
+                else None
+            ),
             error=f"{type(error).__name__}: {error}" if error is not None else None,
             search=search,
             model=llm.model_id if llm is not None else None,
@@ -327,10 +333,11 @@ def reasoning(
 ) -> str:
     """How the answer was produced, in plain sentences (what the replaced system returned). Pure."""
     legs = " + ".join(search.legs) or search.mode
-    fused = f", fused by {search.fusion.get('method', 'rrf')}" if len(search.legs) > 1 else ""
+    fused = f", fused by {search.fusion.method}" if len(search.legs) > 1 else ""
     parts = [f"{search.mode} search ({legs}{fused}) returned {len(search.hits)} hits"]
-    if search.legs_failed:
-        parts[-1] += f" with the {', '.join(search.legs_failed)} leg failed ({search.degraded_reason})"
+    if search.degradation is not None and search.degradation.legs_failed:
+        failed = ", ".join(search.degradation.legs_failed)
+        parts[-1] += f" with the {failed} leg failed ({search.degradation.reason})"
     if search.partial:
         parts[-1] += " from some shards only (partial)"
     if status == "nothing_found" or context is None:
@@ -373,7 +380,7 @@ def _log_answer(events: Events, answer: Answer) -> None:
             "answer.citations": len(answer.citations),
             "answer.invented_citations": len(answer.invented_citations),
             "answer.citations_fallback": answer.citations_fallback,
-            "answer.degraded_reason": answer.degraded_reason,
+            "answer.degraded_reason": answer.degradation.reason if answer.degradation is not None else None,
             "answer.search_ms": answer.timings.search_ms,
             "answer.llm_ms": answer.timings.llm_ms,
             "answer.latency_ms": answer.timings.total_ms,

@@ -23,7 +23,7 @@ from .._dsl.tenancy import Scope, read_scope
 from .._dsl.text import CleanQuery, clean_query
 from .._errors import ConfigurationError, InvalidQuery
 from .._fusion.methods import FusionMethod
-from .._fusion.setting import FusionSource, InForce, fusion_in_force
+from .._fusion.setting import FusionSetting, FusionSource, InForce, fusion_in_force
 from .._settings import SearchSettings
 from .._types.models import Leg, SearchMode, is_metadata_field
 from .._types.requests import QuerySyntax, RoundTrip, SearchRequest
@@ -50,6 +50,8 @@ class Plan:
     weights: dict[str, float]
     window: int
     candidates: int
+    #: The fusion setting in force (method, k, both weights, window): what the response reports.
+    fusion: FusionSetting
     similarity: float | None
     highlight: bool
     limit: int
@@ -211,6 +213,7 @@ def plan_search(
         weights={leg: leg_weights[leg] for leg in legs},
         window=win,
         candidates=candidates,
+        fusion=FusionSetting(method, k, leg_weights["bm25"], leg_weights["knn"], win),
         similarity=r.similarity,
         highlight=r.highlight,
         limit=r.limit,

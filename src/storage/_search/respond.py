@@ -11,7 +11,15 @@ from typing import Any
 from .._errors import SearchError
 from .._observability.log import Events, get_correlation_id, query_hash
 from .._observability.tracing import SpanLike
-from .._types.results import Facet, FacetBucket, HitGroup, SearchHitFields, SearchResponse
+from .._types.results import (
+    Completeness,
+    Facet,
+    FacetBucket,
+    FacetReport,
+    HitGroup,
+    SearchHitFields,
+    SearchResponse,
+)
 from .arrange import Group
 from .facets import FacetOutcome
 from .fuse import Fused
@@ -22,10 +30,11 @@ from .state import LegOutcome, SearchState
 __all__ = ["build_response", "leg_fields", "log_search", "mark_span"]
 
 
-def leg_fields(o: LegOutcome) -> dict[str, Any]:
+def leg_fields(o: LegOutcome, plan: Plan | None = None) -> dict[str, Any]:
     """A :class:`~storage.types.LegReport`'s fields (validated with the response that holds them)."""
     error = o.error
     return {
+        "num_candidates": plan.candidates if plan is not None and o.leg == "knn" else None,
         "leg": o.leg,
         "ok": error is None,
         "hits": len(o.hits),
@@ -56,6 +65,13 @@ def build_response(
     reason = first_error.reason if first_error else None
     if reason is None and report is not None and not report.ok:
         reason = f"rerank_{report.reason}"
+    degradation = None
+    if fused.failed or rerank_failed:
+        degradation = {"legs_failed": sorted(fused.failed), "reason": reason}
+    completeness = _COMPLETE
+    highlights_complete = not (plan.highlight and fetched.partial)
+    if partial_legs or not highlights_complete:
+        completeness = Completeness(partial_legs=partial_legs, highlights_complete=highlights_complete)
     return SearchResponse.model_validate(
         {
             "query": plan.text,
@@ -64,25 +80,15 @@ def build_response(
             "total_fused": len(fused.hits),
             "offset": plan.offset,
             "limit": plan.limit,
-            "legs": {leg: leg_fields(o) for leg, o in state.outcomes.items()},
+            "legs": {leg: leg_fields(o, plan) for leg, o in state.outcomes.items()},
             "overlap": fused.overlap,
-            "fusion": {
-                "method": plan.method,
-                "k": plan.k,
-                "weights": dict(plan.weights),
-                "window": plan.window,
-                "num_candidates": plan.candidates,
-            },
+            "fusion": plan.fusion,
             "fusion_sources": plan.fusion_sources,
-            "degraded": bool(fused.failed) or rerank_failed,
-            "legs_failed": sorted(fused.failed),
-            "degraded_reason": reason,
+            "degradation": degradation,
+            "completeness": completeness,
             "query_adjustments": plan.adjustments,
             "recovery": list(state.recovery),
             "round_trip": plan.round_trip,
-            "highlights_complete": not (plan.highlight and fetched.partial),
-            "partial": bool(partial_legs),
-            "partial_legs": partial_legs,
             "fetch_ms": round(fetched.latency_ms, 3) if fetched.shards is not None else None,
             "ordered_by": "rerank" if ranked.reranked else "fusion",
             "rerank": ranked.report,
@@ -90,6 +96,9 @@ def build_response(
             "correlation_id": get_correlation_id(),
         }
     )
+
+
+_COMPLETE = Completeness()
 
 
 def log_search(
@@ -129,16 +138,16 @@ def log_search(
             fields[f"search.legs.{leg}.timed_out"] = o.shards.timed_out
     if response is not None:
         fields["search.overlap"] = response.overlap
-        fields["search.fusion.method"] = response.fusion["method"]
-        fields["search.fusion.k"] = response.fusion["k"]
+        fields["search.fusion.method"] = response.fusion.method
+        fields["search.fusion.k"] = response.fusion.k
         fields["search.hits"] = len(response.hits)
         fields["search.degraded"] = response.degraded
         fields["search.partial"] = response.partial
         if response.partial:
-            fields["search.partial_legs"] = response.partial_legs
-        if response.degraded:
-            fields["search.legs_failed"] = response.legs_failed
-            fields["search.degraded_reason"] = response.degraded_reason
+            fields["search.partial_legs"] = response.completeness.partial_legs
+        if response.degradation is not None:
+            fields["search.legs_failed"] = response.degradation.legs_failed
+            fields["search.degraded_reason"] = response.degradation.reason
         if "truncated" in response.query_adjustments:
             fields["search.query_truncated_from"] = plan.original_length
         if response.query_adjustments:
@@ -149,7 +158,7 @@ def log_search(
         fields["search.round_trip"] = response.round_trip
         if response.fetch_ms is not None:
             fields["search.fetch.latency_ms"] = round(response.fetch_ms, 2)
-        if not response.highlights_complete:
+        if not response.completeness.highlights_complete:
             fields["search.highlights_complete"] = False
         if response.rerank is not None:
             fields["search.rerank.ok"] = response.rerank.ok
@@ -170,9 +179,9 @@ def mark_span(search_span: SpanLike, response: SearchResponse) -> None:
     search_span.set_attribute("search.ordered_by", response.ordered_by)
     if response.recovery:
         search_span.set_attribute("search.recovery", response.recovery)
-    if response.degraded:
-        search_span.set_attribute("search.legs_failed", response.legs_failed)
-        search_span.set_attribute("search.degraded_reason", response.degraded_reason or "")
+    if response.degradation is not None:
+        search_span.set_attribute("search.legs_failed", response.degradation.legs_failed)
+        search_span.set_attribute("search.degraded_reason", response.degradation.reason)
 
 
 def extras(plan: Plan, facets: FacetOutcome | None, groups: Sequence[Group] | None, shown: set[str]) -> dict[str, Any]:
@@ -181,14 +190,18 @@ def extras(plan: Plan, facets: FacetOutcome | None, groups: Sequence[Group] | No
     if facets is not None:
         if facets.buckets is not None:
             kinds = {spec.name: spec.kind for spec in plan.facets}
-            out["facets"] = {
-                name: Facet(field=name, kind=kinds[name], buckets=[FacetBucket(value=v, count=c) for v, c in buckets])
-                for name, buckets in facets.buckets.items()
-            }
-            out["facets_over"] = list(facets.over)
-            out["facets_partial"] = len(facets.over) < len(plan.legs)
+            out["facets"] = FacetReport(
+                counts={
+                    name: Facet(
+                        field=name, kind=kinds[name], buckets=[FacetBucket(value=v, count=c) for v, c in buckets]
+                    )
+                    for name, buckets in facets.buckets.items()
+                },
+                over=list(facets.over),
+                partial=len(facets.over) < len(plan.legs),
+            )
         elif facets.error is not None:
-            out["facets_error"] = f"{facets.error.reason}: {facets.error}"
+            out["facets"] = FacetReport(error=f"{facets.error.reason}: {facets.error}")
     if groups is not None:
         out["groups"] = [
             HitGroup(value=g.value, ids=[i for i in g.ids if i in shown], known_matches=g.known_matches) for g in groups

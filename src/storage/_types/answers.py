@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from .results import SearchResponse
+from .results import Degradation, SearchResponse
 
 __all__ = [
     "Answer",
@@ -92,12 +92,11 @@ class Answer(BaseModel):
     #: An entry was cut or left out to fit the context budget.
     context_truncated: bool = False
     context_chars: int = 0
-    #: The chat model failed, or the search was degraded (a leg failed): see ``degraded_reason``.
-    degraded: bool = False
-    #: ``llm_timeout``, ``llm_unavailable``, ``llm_disconnected`` (the server crashed mid-request),
-    #: ``llm_circuit_open``, ``llm_rate_limited``, ``llm_error``, ``llm_bad_response``; else the search's own
-    #: reason when only the search was degraded.
-    degraded_reason: str | None = None
+    #: None unless the chat model failed or the search was degraded. ``reason``: ``llm_timeout``,
+    #: ``llm_unavailable``, ``llm_disconnected`` (the server crashed mid-request), ``llm_circuit_open``,
+    #: ``llm_rate_limited``, ``llm_error``, ``llm_bad_response``; else the search's own (``legs_failed``: the
+    #: search's).
+    degradation: Degradation | None = None
     #: The chat model's error (type and message, never a secret) when it failed.
     error: str | None = None
     #: The search that found the entries (legs, degraded, partial, latency).
@@ -125,6 +124,12 @@ class Answer(BaseModel):
             return []
         by_id = {e.id: e for e in self.entries}
         return [by_id[i] for i in self.citations if i in by_id]
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def degraded(self) -> bool:
+        """The chat model failed or the search was degraded (``degradation`` says which and why)."""
+        return self.degradation is not None
 
 
 class AnswerDelta(BaseModel):

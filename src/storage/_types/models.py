@@ -210,16 +210,17 @@ class TuneReport(BaseModel):
 
 
 class IndexProgress(BaseModel):
-    """Where an ingest is: documents in all, embedded (every vector of theirs), indexed and failed so far,
-    and the vectors embedded so far (a document's head and each of its passages: a long document is many)."""
+    """Where an ingest is: documents in all, how many are embedded (every vector of theirs), indexed and
+    failed so far, and the vectors embedded so far (a document's head and each of its passages: a long
+    document is many). Counts (``IndexReport`` holds the ids)."""
 
     model_config = ConfigDict(frozen=True)
 
     total: int
-    embedded: int
-    indexed: int
-    failed: int
-    vectors: int = 0
+    embedded_count: int
+    indexed_count: int
+    failed_count: int
+    vector_count: int = 0
 
 
 class ReembedReport(BaseModel):

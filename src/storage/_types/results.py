@@ -6,13 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from .._fusion.setting import FusionSetting
 from .models import Document, Leg, SearchMode
 
 __all__ = [
+    "Completeness",
+    "Degradation",
     "Facet",
     "FacetBucket",
+    "FacetReport",
     "HighlightSource",
     "HitGroup",
     "LegReport",
@@ -116,6 +120,8 @@ class LegReport(BaseModel):
     error: str | None = None
     #: How many shards answered (None when the leg failed before an answer).
     shards: ShardReport | None = None
+    #: kNN only: the candidates each shard considered (Elasticsearch's ``num_candidates``).
+    num_candidates: int | None = None
 
     @property
     def partial(self) -> bool:
@@ -277,7 +283,52 @@ class HitGroup(BaseModel):
     known_matches: int
 
 
+class Degradation(BaseModel):
+    """Why a result is degraded: a leg failed (the hits are what the other gave) or the rerank stage did
+    (the hits are in fused order)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: The legs that failed; empty when only the rerank stage failed.
+    legs_failed: list[str] = Field(default_factory=list)
+    #: The first failed leg's reason tag (``timeout``, ``circuit_open``...), or ``rerank_<reason>`` when only
+    #: the rerank stage failed.
+    reason: str
+
+
+class Completeness(BaseModel):
+    """Whether every shard answered. A partial result is not a degraded one: every leg answered, but some
+    shards did not (failed, or timed out server-side), so its hits, and the fused list, may be incomplete."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: The requests some shards did not answer: legs, and ``fetch`` (the request for the page's documents,
+    #: whose missing hits are then left out). ``SearchResponse.legs[leg].shards`` says how much answered.
+    partial_legs: list[str] = Field(default_factory=list)
+    #: False when highlights were asked for but the page's fetch answered from only some shards.
+    highlights_complete: bool = True
+
+
+class FacetReport(BaseModel):
+    """The facets a search asked for (``facets=``): the counts by field, over which legs' matches, or why
+    they are missing (their request failed; the hits are unaffected)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: field -> its counts; empty when the facets' request failed (``error``).
+    counts: dict[str, Facet] = Field(default_factory=dict)
+    #: The legs whose matches the counts cover (``["bm25", "knn"]`` in a hybrid search).
+    over: list[str] = Field(default_factory=list)
+    #: The counts cover fewer legs than the search ran (one failed).
+    partial: bool = False
+    error: str | None = None
+
+
 class SearchResponse(BaseModel):
+    """A search's page of hits and how it was made. Related facts are grouped: ``fusion`` (the setting in
+    force, with ``fusion_sources``), ``degradation`` (None unless a leg or the rerank failed),
+    ``completeness`` (shards that did not answer), ``facets`` (None unless asked for)."""
+
     model_config = ConfigDict(frozen=True)
 
     query: str
@@ -290,18 +341,16 @@ class SearchResponse(BaseModel):
     legs: dict[str, LegReport]
     #: Documents found by both legs among the candidates.
     overlap: int
-    fusion: dict[str, Any]
+    #: The fusion setting the search used (method, k, weights, window).
+    fusion: FusionSetting
     #: Where each fusion parameter (method, k, weights, window) came from: ``call`` (an argument),
     #: ``settings`` (set explicitly: ``ES_FUSION``...), ``index`` (tuned and stored with the index by
-    #: ``hybrid-search tune --apply``) or ``default``.
+    #: ``hybrid-search tune --apply``), ``limit`` (a window widened to reach the page) or ``default``.
     fusion_sources: dict[str, str] = Field(default_factory=dict)
-    #: A leg failed (``legs_failed``) or the rerank stage did (``rerank.ok`` is False): the hits are what
-    #: the rest could give.
-    degraded: bool = False
-    legs_failed: list[str] = Field(default_factory=list)
-    #: Why the result is degraded: the failed leg's reason tag (``timeout``, ``circuit_open``...), or
-    #: ``rerank_<reason>`` when only the rerank stage failed; None when not degraded.
-    degraded_reason: str | None = None
+    #: None unless a leg or the rerank stage failed: then what failed and why.
+    degradation: Degradation | None = None
+    #: Which shards answered (``completeness.partial``: some did not).
+    completeness: Completeness = Field(default_factory=Completeness)
     #: What query hygiene changed: ``truncated``, ``control_chars_removed``, ``quotes_repaired``...
     query_adjustments: list[str] = Field(default_factory=list)
     #: Zero-result recovery that served this response: ``fuzzy`` (the BM25 leg found nothing and its fuzzy
@@ -311,14 +360,6 @@ class SearchResponse(BaseModel):
     scope_tier: int = 0
     #: ``parallel`` (two concurrent requests) or ``msearch`` (both legs in one ``_msearch``).
     round_trip: str = "parallel"
-    #: False when highlights were requested but the fetch of the page answered from only some shards.
-    highlights_complete: bool = True
-    #: Some shards did not answer a leg (failed, or timed out server-side): its hits, and so the fused list,
-    #: may be incomplete. Not ``degraded``: every leg answered. ``partial_legs`` says which, and
-    #: ``legs[leg].shards`` how much (``fetch``: the request for the page's documents, whose missing hits
-    #: are then left out).
-    partial: bool = False
-    partial_legs: list[str] = Field(default_factory=list)
     #: Which score ordered ``hits``: ``fusion`` or ``rerank``.
     ordered_by: Literal["fusion", "rerank"] = "fusion"
     #: The rerank stage's report; None when it did not run.
@@ -328,16 +369,22 @@ class SearchResponse(BaseModel):
     fetch_ms: float | None = None
     latency_ms: float = 0.0
     correlation_id: str | None = None
-    #: The facets asked for (``facets=``), by field; None when none were asked or their request failed.
-    facets: dict[str, Facet] | None = None
-    #: The legs whose matches the facets count (``["bm25", "knn"]`` in a hybrid search; one when the other
-    #: leg failed: ``facets_partial``).
-    facets_over: list[str] = Field(default_factory=list)
-    facets_partial: bool = False
-    #: Why the facets are missing when they were asked for (their request failed; the hits are unaffected).
-    facets_error: str | None = None
+    #: The facets asked for (``facets=``); None when none were.
+    facets: FacetReport | None = None
     #: ``group_by`` searches: the page's groups, best first (``hits`` holds their hits in the same order).
     groups: list[HitGroup] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def degraded(self) -> bool:
+        """A leg or the rerank stage failed (``degradation`` says which and why)."""
+        return self.degradation is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def partial(self) -> bool:
+        """Some shards did not answer (``completeness`` says which requests)."""
+        return bool(self.completeness.partial_legs)
 
     @property
     def ids(self) -> list[str]:

@@ -84,15 +84,15 @@ def format_results(
     if not shown:
         return no_matches(query)
     notes: list[str] = []
-    if response.legs_failed:
-        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in response.legs_failed)
-        notes.append(f"Note: partial results — {lost} search was unavailable ({response.degraded_reason}).")
+    if response.degradation is not None and response.degradation.legs_failed:
+        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in response.degradation.legs_failed)
+        notes.append(f"Note: partial results — {lost} search was unavailable ({response.degradation.reason}).")
     if response.partial:
         notes.append(
             "Note: results may be incomplete — part of the index did not answer; say so if the answer depends "
             "on finding everything."
         )
-    if response.facets:
+    if response.facets is not None and response.facets.counts:
         notes.append(format_facets(response))
     if one_per is not None:
         notes.append(f"One result per {one_per.replace('_', ' ')}.")
@@ -123,11 +123,14 @@ def format_results(
 def format_facets(response: SearchResponse, *, values: int = 10) -> str:
     """The facets as one line per field: counts over all the matches, not only the results shown."""
     lines = []
-    for name, facet in (response.facets or {}).items():
+    report = response.facets
+    for name, facet in (report.counts if report is not None else {}).items():
         counts = ", ".join(f"{b.value} {b.count}" for b in facet.buckets[:values]) or "none"
         more = f" (and {len(facet.buckets) - values} more)" if len(facet.buckets) > values else ""
         lines.append(f"{name}: {counts}{more}")
-    scope = "all matches" if not response.facets_partial else "the keyword matches only (semantic search failed)"
+    scope = (
+        "all matches" if report is None or not report.partial else "the keyword matches only (semantic search failed)"
+    )
     return f"Counts over {scope} — " + "; ".join(lines)
 
 
@@ -191,8 +194,9 @@ def format_answer(answer: Answer, *, max_chars: int = 4000) -> str:
     The whole within ``max_chars``."""
     lines: list[str] = []
     if answer.status == "llm_failed":
+        reason = answer.degradation.reason if answer.degradation is not None else None
         lines.append(
-            f"No answer: the answering model failed ({answer.degraded_reason}). The documents found are listed; "
+            f"No answer: the answering model failed ({reason}). The documents found are listed; "
             "search them or read them with get_document."
         )
         lines += ["", "Documents found:", *_entries(answer)]
@@ -219,8 +223,9 @@ def format_answer(answer: Answer, *, max_chars: int = 4000) -> str:
         lines += ["", "Sources:", *cited]
     if answer.invented_citations:
         lines.append(f"Note: {', '.join('[#' + c + ']' for c in answer.invented_citations)} are not real sources.")
-    if answer.search.degraded and answer.search.legs_failed:
-        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in answer.search.legs_failed)
+    failed = answer.search.degradation.legs_failed if answer.search.degradation is not None else []
+    if failed:
+        lost = ", ".join(_LEG_NAMES.get(leg, leg) for leg in failed)
         lines.append(f"Note: {lost} search was unavailable; the answer may miss documents.")
     if answer.search.partial:
         lines.append("Note: part of the index did not answer; the answer may miss documents.")

@@ -81,7 +81,7 @@ class _Progress:
 
     def __init__(self, total: int, *, every_s: float = 5.0) -> None:
         self.total, self.every_s = total, every_s
-        self.done = IndexProgress(total=total, embedded=0, indexed=0, failed=0)
+        self.done = IndexProgress(total=total, embedded_count=0, indexed_count=0, failed_count=0)
         self.started = self.last = time.monotonic()
         self.bar = progress_bar() if err.is_terminal else None
         self.task = self.bar.add_task("indexing", total=total) if self.bar is not None else None
@@ -98,9 +98,11 @@ class _Progress:
     def __call__(self, p: IndexProgress) -> None:
         self.done = p
         if self.bar is not None and self.task is not None:
-            vectors = f" ({p.vectors:,} vectors)" if p.vectors > p.embedded else ""
+            vectors = f" ({p.vector_count:,} vectors)" if p.vector_count > p.embedded_count else ""
             self.bar.update(
-                self.task, completed=max(p.embedded, p.indexed + p.failed), description=f"indexing{vectors}"
+                self.task,
+                completed=max(p.embedded_count, p.indexed_count + p.failed_count),
+                description=f"indexing{vectors}",
             )
             return
         now = time.monotonic()
@@ -110,14 +112,14 @@ class _Progress:
 
     def line(self, now: float) -> str:
         p, elapsed = self.done, max(now - self.started, 1e-9)
-        done = max(p.embedded, p.indexed + p.failed)
+        done = max(p.embedded_count, p.indexed_count + p.failed_count)
         rate = done / elapsed
         left = f", about {_duration((self.total - done) / rate)} left" if rate > 0 and done < self.total else ""
-        vectors = f", {p.vectors:,} vectors embedded" if p.vectors else ""
+        vectors = f", {p.vector_count:,} vectors embedded" if p.vector_count else ""
         share = f" ({done / self.total:.0%})" if self.total else ""
-        speed = f"{rate:.1f} documents/s" + (f", {p.vectors / elapsed:.0f} vectors/s" if p.vectors else "")
+        speed = f"{rate:.1f} documents/s" + (f", {p.vector_count / elapsed:.0f} vectors/s" if p.vector_count else "")
         return (
-            f"indexing: {done:,} of {self.total:,} documents{share} embedded, {p.indexed:,} written{vectors}; "
+            f"indexing: {done:,} of {self.total:,} documents{share} embedded, {p.indexed_count:,} written{vectors}; "
             f"{speed}{left}"
         )
 
@@ -156,7 +158,7 @@ def ingest(
     tracker: dict[str, _Progress] = {}
 
     def written() -> int:
-        return tracker["progress"].done.indexed if "progress" in tracker else 0
+        return tracker["progress"].done.indexed_count if "progress" in tracker else 0
 
     async def go() -> int:
         problems: list[str] = []
@@ -281,7 +283,7 @@ def reembed(
                 task = bar.add_task(f"re-embedding with {client.embedder.model_id}", total=None)
 
                 def progress(p: IndexProgress) -> None:
-                    bar.update(task, total=p.total, completed=p.indexed + p.failed)
+                    bar.update(task, total=p.total, completed=p.indexed_count + p.failed_count)
 
                 report = await client.indices.reembed(delete_old=delete_old, restart=restart, progress=progress)
         if report.target is None:

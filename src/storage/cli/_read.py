@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, TextIO, cast
 
@@ -149,8 +148,9 @@ def print_answer(answer: Answer, *, streamed: bool = False) -> None:
     if answer.status == "llm_failed":
         if streamed:
             out.print("", markup=False)
-        err.print(f"no answer: the chat model failed ({answer.degraded_reason}): {answer.error}", markup=False)
-        if answer.degraded_reason == "llm_disconnected":
+        reason = answer.degradation.reason if answer.degradation is not None else None
+        err.print(f"no answer: the chat model failed ({reason}): {answer.error}", markup=False)
+        if reason == "llm_disconnected":
             err.print(
                 "the chat server died while answering; a local one started with `python -m embeddings.local_llm "
                 "start` writes its log to .cache/llm/instances/<model>/server.log (LLM_LOCAL_CACHE)",
@@ -236,15 +236,18 @@ def print_table(res: SearchResponse, *, min_similarity: float = 0.0) -> None:
         for group in res.groups:
             more = f" ({group.known_matches} among the candidates)" if group.known_matches > len(group.ids) else ""
             out.print(f"group {group.value or '(none)'}: {', '.join(group.ids)}{more}", markup=False)
-    for name, found in (res.facets or {}).items():
-        counts = ", ".join(f"{b.value} {b.count}" for b in found.buckets) or "none"
-        out.print(f"facet {name}: {counts}", markup=False)
-    if res.facets_partial:
-        out.print(f"facets count the {' and '.join(res.facets_over)} matches only (a leg failed)", markup=False)
-    if res.facets_error:
-        out.print(f"facets unavailable: {res.facets_error}", markup=False)
-    if res.degraded:
-        out.print(f"degraded: {', '.join(res.legs_failed)} failed ({res.degraded_reason})", markup=False)
+    facets = res.facets
+    if facets is not None:
+        for name, found in facets.counts.items():
+            counts = ", ".join(f"{b.value} {b.count}" for b in found.buckets) or "none"
+            out.print(f"facet {name}: {counts}", markup=False)
+        if facets.partial:
+            out.print(f"facets count the {' and '.join(facets.over)} matches only (a leg failed)", markup=False)
+        if facets.error:
+            out.print(f"facets unavailable: {facets.error}", markup=False)
+    if res.degradation is not None:
+        failed = ", ".join(res.degradation.legs_failed) or "rerank"
+        out.print(f"degraded: {failed} failed ({res.degradation.reason})", markup=False)
     if not shown:
         out.print("no matches", markup=False)
 
@@ -257,8 +260,9 @@ def print_response(res: SearchResponse, stream: TextIO | None = None) -> None:
         for leg, r in res.legs.items()
     )
     print(f'query "{res.query}" ({res.mode}; {legs}; overlap {res.overlap})', file=target)
-    if res.degraded:
-        print(f"  degraded: {res.legs_failed} failed ({res.degraded_reason})", file=target)
+    if res.degradation is not None:
+        failed = ", ".join(res.degradation.legs_failed) or "rerank"
+        print(f"  degraded: {failed} failed ({res.degradation.reason})", file=target)
     for n, hit in enumerate(res.hits, start=1):
         ranks = " ".join(f"{leg}#{rank}" for leg, rank in sorted(hit.ranks.items()))
         print(f"{n:>2}. {hit.normalized_score:.3f}  {hit.id:<22} [{ranks}]  {hit.title}", file=target)
@@ -277,33 +281,31 @@ def health(
         async with open_client() as client:
             report = await client.health()
         if as_json:
-            out.print(json.dumps(report, indent=2, default=str), markup=False)
-            return 0 if report["cluster"]["status"] != "red" else 1
-        c = report["cluster"]
-        out.print(f"cluster {c['name']}: {c['status']} ({c['nodes']} nodes)", markup=False)
-        out.print(f"server: Elasticsearch {report['version']}, license {report['license']}", markup=False)
-        idx = report["index"]
-        if idx["exists"]:
+            out.print(report.model_dump_json(indent=2), markup=False)
+            return 0 if report.cluster.status != "red" else 1
+        c = report.cluster
+        out.print(f"cluster {c.name}: {c.status} ({c.nodes} nodes)", markup=False)
+        out.print(f"server: Elasticsearch {report.version}, license {report.license}", markup=False)
+        idx = report.index
+        if idx.exists:
             out.print(
-                f"index: {idx['alias']} -> {', '.join(idx['indices'])}: {idx['documents']} documents, "
-                f"{idx['size_bytes'] / 1e6:.1f} MB",
+                f"index: {idx.alias} -> {', '.join(idx.indices)}: {idx.documents} documents, "
+                f"{idx.size_bytes / 1e6:.1f} MB",
                 markup=False,
             )
         else:
-            out.print(f"index: {idx['alias']} does not exist (run: hybrid-search init)", markup=False)
-        if idx.get("building"):
+            out.print(f"index: {idx.alias} does not exist (run: hybrid-search init)", markup=False)
+        if idx.building:
             out.print(
-                f"building (a reembed that has not finished; run it again to resume): {', '.join(idx['building'])}",
+                f"building (a reembed that has not finished; run it again to resume): {', '.join(idx.building)}",
                 markup=False,
             )
-        out.print(
-            "breakers: " + ", ".join(f"{dep} {b['state']}" for dep, b in report["breakers"].items()), markup=False
-        )
-        out.print(f"embeddings: {report['embeddings']['model']} ({report['embeddings']['dimensions']} dims)")
-        f = report["fusion"]
-        sources = ", ".join(f"{param} from {source}" for param, source in f["sources"].items())
-        weights = ":".join(f"{w:g}" for w in f["weights"].values())
-        out.print(f"fusion: {f['method']} k={f['k']} window={f['window']} bm25:knn={weights} ({sources})", markup=False)
-        return 0 if c["status"] != "red" else 1
+        out.print("breakers: " + ", ".join(f"{dep} {b.state}" for dep, b in report.breakers.items()), markup=False)
+        out.print(f"embeddings: {report.embedding_model} ({report.embedding_dimensions} dims)")
+        f = report.fusion
+        sources = ", ".join(f"{param} from {source}" for param, source in report.fusion_sources.items())
+        weights = f"{f.bm25_weight:g}:{f.knn_weight:g}"
+        out.print(f"fusion: {f.method} k={f.k} window={f.window} bm25:knn={weights} ({sources})", markup=False)
+        return 0 if c.status != "red" else 1
 
     run(go())

@@ -71,8 +71,8 @@ def hit_metadata(hit: SearchHit, response: SearchResponse) -> dict[str, Any]:
         "highlights": {field: list(fragments) for field, fragments in hit.highlights.items()},
         "passages": [{"start": p.start, "end": p.end, "leg": p.leg, "score": p.score} for p in hit.passages],
         "degraded": response.degraded,
-        "degraded_reason": response.degraded_reason,
-        "legs_failed": list(response.legs_failed),
+        "degraded_reason": response.degradation.reason if response.degradation is not None else None,
+        "legs_failed": list(response.degradation.legs_failed) if response.degradation is not None else [],
         "partial": response.partial,
     }
 

@@ -172,15 +172,15 @@ def _column(res: SearchResponse) -> dict[str, Any]:
         "hits": [_hit(h, n) for n, h in enumerate(res.hits, start=1)],
         "ids": res.ids,
         "degraded": res.degraded,
-        "degraded_reason": res.degraded_reason,
-        "legs_failed": list(res.legs_failed),
+        "degraded_reason": res.degradation.reason if res.degradation is not None else None,
+        "legs_failed": list(res.degradation.legs_failed) if res.degradation is not None else [],
         "partial": res.partial,
         "legs": {
             leg: {"hits": r.hits, "latency_ms": round(r.latency_ms, 1), "ok": r.ok, "reason": r.reason}
             for leg, r in res.legs.items()
         },
         "fetch_ms": None if res.fetch_ms is None else round(res.fetch_ms, 1),
-        "fusion": res.fusion,
+        "fusion": res.fusion.to_meta(),
         "fusion_sources": res.fusion_sources,
         "groups": None if res.groups is None else [g.model_dump() for g in res.groups],
     }
@@ -220,7 +220,7 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
         c.search(**plain, mode="bm25"), c.search(**plain, mode="knn"), c.search(**args, **fusion, **extra)
     )
     judged = await wb.judgments.grades_of(args["query"])
-    window = int(fused.fusion["window"])
+    window = fused.fusion.window
     legs = await c.leg_rankings(
         args["query"], mode="hybrid", filters=args["filters"], tenant_id=args["tenant_id"], window=window
     )
