@@ -39,7 +39,7 @@ from raw_client import (  # bench/raw_client.py: the hand-written references
     query_key,
     two_phase,
 )
-from run import interleaved_throughput  # bench/run.py's own measurement
+from throughput import interleaved_throughput  # bench/throughput.py's slices
 
 from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings

@@ -4,7 +4,7 @@ elasticsearch-py, at 1 / 8 / 32 concurrent callers, in interleaved slices, ``--r
     .venv/bin/python bench/throughput.py              # SciFact, two runs of 24 s per contender and concurrency
     .venv/bin/python bench/throughput.py --seconds 6  # quicker, noisier
 
-bench/run.py measures the same thing among everything else (~20 minutes); this script measures only the
+bench/run.py runs this same measurement (``guard``) among everything else; this script runs only the
 guard (~10 minutes), so it can be run twice on a quiet machine. Query vectors are precomputed for every
 contender (looked up in memory), so the figure is the client's cost, not the model's. The guard: ours / raw
 ≥ 0.95 at every concurrency, pooled over the runs (the mean of every slice's queries/s of each contender).
@@ -18,13 +18,14 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from elasticsearch import AsyncElasticsearch
 from raw_client import Precomputed, two_phase  # bench/raw_client.py: the hand-written reference
-from run import interleaved_throughput  # bench/run.py: the slices, contenders' order rotated
 
-from embeddings import CachedEmbedder, LocalEmbedder
+from embeddings import CachedEmbedder, LocalEmbedder, Vector
 from storage import SearchClient, SearchSettings
 from storage.evaluation import load_beir
 from storage.local_es import url_or_local
@@ -52,57 +53,113 @@ async def measure(url: str, beir: Path, runs: int, seconds: float, leg_budget_s:
         fast = SearchClient(
             client.elasticsearch, Precomputed(vectors, cached.model_id, cached.dimensions), settings, owns_clients=False
         )
-        es = client.elasticsearch  # the same AsyncElasticsearch (and serializer) for both
-
-        async def ours(q: str) -> Any:
-            return (await fast.search(q, limit=10, highlight=False)).ids
-
-        async def raw(q: str) -> Any:
-            return await two_phase(es, index, q, vectors[q], window=100, candidates=100, k=settings.rrf_k)
-
-        # The same requests as ours, the server-side timeout included (Elasticsearch checks the clock while it
-        # scores: a server cost of a feature, not the client's).
-        timeout = es_timeout(fast)
-
-        async def raw_timeout(q: str) -> Any:
-            return await two_phase(
-                es, index, q, vectors[q], window=100, candidates=100, k=settings.rrf_k, server_timeout=timeout
-            )
-
-        contenders = {"ours": ours, "raw_elasticsearch_py": raw, "raw_with_server_timeout": raw_timeout}
-        for q in (queries * 3)[:900]:  # Elasticsearch's JIT warms over thousands of searches
-            for call in contenders.values():
-                await call(q)
-        slices: dict[int, dict[str, list[float]]] = {c: {name: [] for name in contenders} for c in CALLERS}
-        for run in range(runs):
-            for c in CALLERS:
-                for name, qps in (await interleaved_throughput(contenders, queries, c, seconds)).items():
-                    slices[c][name].extend(qps)
-            print(f"run {run + 1}: " + json.dumps(ratios(slices)), flush=True)
-        return {
-            "dataset": {"name": data.name, "documents": len(data.documents), "queries": len(queries)},
-            "runs": runs,
-            "leg_timeout_s": settings.leg_timeout_s,
-            "seconds_per_contender_and_concurrency": seconds,
-            "queries_per_second": {
-                name: {f"c{c}": round(statistics.fmean(slices[c][name]), 1) for c in CALLERS} for name in contenders
-            },
-            "ours_over_raw": ratios(slices),
-            "per_slice_min_max": {
-                f"c{c}": [
-                    round(
-                        min(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3
-                    ),
-                    round(
-                        max(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3
-                    ),
-                ]
-                for c in CALLERS
-            },
-        }
+        result = await guard(client.elasticsearch, fast, index, vectors, queries, settings, runs, seconds)
+        return {"dataset": {"name": data.name, "documents": len(data.documents), "queries": len(queries)}} | result
     finally:
         await client.indices.delete()
         await client.aclose()
+
+
+async def guard(
+    es: AsyncElasticsearch,
+    fast: SearchClient,
+    index: str,
+    vectors: dict[str, Vector],
+    queries: list[str],
+    settings: SearchSettings,
+    runs: int,
+    seconds: float,
+    warmup: int = 900,
+) -> dict[str, Any]:
+    """The guard's measurement (bench/run.py reports the same): ``fast`` (ours, vectors looked up in memory)
+    against the same requests written with raw elasticsearch-py on ``es``, with and without our server-side
+    timeout; an interleaved warm-up of ``warmup`` queries each, then ``runs`` × (1 / 8 / 32 callers × six
+    rotated slices), pooled."""
+
+    async def ours(q: str) -> Any:
+        return (await fast.search(q, limit=10, highlight=False)).ids
+
+    async def raw(q: str) -> Any:
+        return await two_phase(es, index, q, vectors[q], window=100, candidates=100, k=settings.rrf_k)
+
+    # The same requests as ours, the server-side timeout included (Elasticsearch checks the clock while it
+    # scores: a server cost of a feature, not the client's).
+    timeout = es_timeout(fast)
+
+    async def raw_timeout(q: str) -> Any:
+        return await two_phase(
+            es, index, q, vectors[q], window=100, candidates=100, k=settings.rrf_k, server_timeout=timeout
+        )
+
+    contenders = {"ours": ours, "raw_elasticsearch_py": raw, "raw_with_server_timeout": raw_timeout}
+    for q in (queries * 3)[:warmup]:  # Elasticsearch's JIT warms over thousands of searches
+        for call in contenders.values():
+            await call(q)
+    slices: dict[int, dict[str, list[float]]] = {c: {name: [] for name in contenders} for c in CALLERS}
+    for run in range(runs):
+        for c in CALLERS:
+            for name, qps in (await interleaved_throughput(contenders, queries, c, seconds)).items():
+                slices[c][name].extend(qps)
+        print(f"run {run + 1}: " + json.dumps(ratios(slices)), flush=True)
+    return {
+        "runs": runs,
+        "leg_timeout_s": settings.leg_timeout_s,
+        "seconds_per_contender_and_concurrency": seconds,
+        "queries_per_second": {
+            name: {f"c{c}": round(statistics.fmean(slices[c][name]), 1) for c in CALLERS} for name in contenders
+        },
+        "ours_over_raw": ratios(slices),
+        "per_slice_min_max": {
+            f"c{c}": [
+                round(min(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3),
+                round(max(o / r for o, r in zip(slices[c]["ours"], slices[c]["raw_elasticsearch_py"], strict=True)), 3),
+            ]
+            for c in CALLERS
+        },
+    }
+
+
+def rotated(names: list[str], turn: int) -> list[str]:
+    """``names`` started at position ``turn`` (mod their number): each name leads once per full cycle."""
+    return names[turn % len(names) :] + names[: turn % len(names)]
+
+
+async def throughput(
+    call: Callable[[str], Awaitable[Any]], queries: list[str], concurrency: int, seconds: float
+) -> float:
+    done = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(offset: int) -> None:
+        nonlocal done
+        i = offset
+        while time.perf_counter() < stop_at:
+            await call(queries[i % len(queries)])
+            done += 1
+            i += concurrency
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return round(done / (time.perf_counter() - t0), 1)
+
+
+async def interleaved_throughput(
+    contenders: dict[str, Callable[[str], Awaitable[Any]]],
+    queries: list[str],
+    concurrency: int,
+    seconds: float,
+    rounds: int = 6,
+) -> dict[str, list[float]]:
+    """Queries/s of each contender at ``concurrency`` callers in each of ``rounds`` slices of ``seconds /
+    rounds``, the contenders' order rotated every round, so none is measured only while the server warms up
+    (its JIT, caches) or only after it has. Slices of one round are adjacent in time: their ratios show how
+    far the machine moves a comparison."""
+    slices: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for r in range(rounds):
+        for name in rotated(names, r):
+            slices[name].append(await throughput(contenders[name], queries, concurrency, seconds / rounds))
+    return slices
 
 
 def es_timeout(client: SearchClient) -> str:
