@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from docs_page import write_section  # bench/docs_page.py: the page's generated sections
 from raw_client import (
     Precomputed,
     one_phase,
@@ -32,6 +33,7 @@ from raw_client import (
 )  # bench/raw_client.py: the hand-written references
 from raw_client import sequential as raw_sequential
 from throughput import guard, interleaved_throughput, rotated  # bench/throughput.py: the standing guard
+from throughput import markdown as guard_markdown
 
 from embeddings import CachedEmbedder, LocalEmbedder
 from storage import SearchClient, SearchSettings
@@ -484,6 +486,7 @@ def main() -> None:
     parser.add_argument("--beir", type=Path, default=ROOT.parent / "shared/data/beir/scifact")
     parser.add_argument("--quick", action="store_true", help="a small slice, short runs (CI smoke)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--write-docs", action="store_true", help="write the guard's section of docs/benchmarks.md")
     args = parser.parse_args()
     data = load_beir(args.beir)
     if args.quick:
@@ -497,6 +500,9 @@ def main() -> None:
     plot(result, args.out / f"{name}.png")
     print(f"done in {time.perf_counter() - started:.0f} s; results in {args.out}")
     print(json.dumps({"quality": result["quality"], "throughput": result["throughput_qps"]["ratios"]}, indent=1))
+    if args.write_docs:
+        guarded = {"dataset": result["dataset"]} | result["throughput_qps"]["guard"]
+        write_section("bench/throughput.py", guard_markdown(guarded, script="bench/run.py"))
 
 
 if __name__ == "__main__":

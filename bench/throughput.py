@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from docs_page import stamp, write_section  # bench/docs_page.py: the page's generated sections
 from elasticsearch import AsyncElasticsearch
 from raw_client import Precomputed, two_phase  # bench/raw_client.py: the hand-written reference
 
@@ -188,6 +189,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=24.0, help="per contender, concurrency and run")
     parser.add_argument("--leg-budget", type=float, help="leg_timeout_s (default: the settings' default)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "throughput.json")
+    parser.add_argument("--write-docs", action="store_true", help="write its section of docs/benchmarks.md")
     args = parser.parse_args()
     started = time.perf_counter()
     with url_or_local("bench", heap="1g") as url:
@@ -195,10 +197,41 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=1))
-    print(
-        f"done in {time.perf_counter() - started:.0f} s; guard ≥ 0.95: "
-        + ("met" if min(result["ours_over_raw"].values()) >= 0.95 else "NOT met")
-    )
+    print(f"done in {time.perf_counter() - started:.0f} s; guard ≥ 0.95: " + ("met" if met(result) else "NOT met"))
+    if args.write_docs:
+        write_section("bench/throughput.py", markdown(result))
+
+
+def met(result: dict[str, Any]) -> bool:
+    return min(result["ours_over_raw"][f"c{c}"] for c in CALLERS) >= 0.95
+
+
+def markdown(result: dict[str, Any], script: str = "bench/throughput.py") -> str:
+    """The guard's section of docs/benchmarks.md (``script``: which ran it; bench/run.py runs it too)."""
+    qps, pooled, spread = result["queries_per_second"], result["ours_over_raw"], result["per_slice_min_max"]
+    cells = " | ".join
+    rows = [
+        f"### The throughput guard (`{script}`, {stamp()})",
+        "",
+        f"Ours against the same requests written with raw elasticsearch-py, {result['dataset']['name']} "
+        f"({result['dataset']['documents']:,} documents, {result['dataset']['queries']} queries, query vectors "
+        f"precomputed), default settings; {result['seconds_per_contender_and_concurrency']:g} s per contender "
+        f"and concurrency in six interleaved slices, {result['runs']} runs pooled. The guard: ours / raw ≥ 0.95 "
+        f"at every concurrency — **{'met' if met(result) else 'NOT met'}**.",
+        "",
+        "| | " + cells(f"{c} caller{'s' if c > 1 else ''}" for c in CALLERS) + " |",
+        "|---|" + "---:|" * len(CALLERS),
+        "| ours q/s | " + cells(f"{qps['ours'][f'c{c}']}" for c in CALLERS) + " |",
+        "| raw elasticsearch-py q/s | " + cells(f"{qps['raw_elasticsearch_py'][f'c{c}']}" for c in CALLERS) + " |",
+        "| **ours / raw** | " + cells(f"**{pooled[f'c{c}']:.3f}**" for c in CALLERS) + " |",
+        "| ours / raw sending the same requests (our server-side timeout too) | "
+        + cells(f"{pooled[f'c{c} vs the same requests']:.3f}" for c in CALLERS)
+        + " |",
+        "| per-slice spread of ours / raw | "
+        + cells(f"{spread[f'c{c}'][0]}–{spread[f'c{c}'][1]}" for c in CALLERS)
+        + " |",
+    ]
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@
 - :mod:`storage._paging` — deep paging on a point-in-time, on the engine;
 - :mod:`storage._rag` — answers with citations: a search, a budgeted context, the chat model;
 - :mod:`storage._indexing` — the alias and its versioned indices, ingest, a model change with no downtime;
-- :mod:`storage._transport` — every call to Elasticsearch and the model providers, through its resilience
-  stack;
-- :mod:`storage._admin` — the ``indices`` and ``documents`` namespaces, the breakers' status.
+- :mod:`storage._transport` — every call to Elasticsearch and the model providers, through its resilience stack;
+- :mod:`storage._admin` — the ``indices`` and ``documents`` namespaces.
 
 Every method spells its parameters out (keyword-only after the first), so that ``help()``, IDEs, mypy,
 ``inspect`` and ``unittest.mock.create_autospec`` see them; each builds its operation's request value object
@@ -43,7 +42,6 @@ from ._transport.backend import Backend
 from ._transport.connect import elasticsearch_client
 from ._transport.resilience import ResiliencePolicy
 from ._types.answers import Answer, AnswerEvent
-from ._types.health import BreakerStatus, Health
 from ._types.models import Document, IndexReport, SearchMode
 from ._types.prompt import AnswerPrompt
 from ._types.requests import (
@@ -56,6 +54,7 @@ from ._types.requests import (
     SearchRequest,
 )
 from ._types.results import SearchPage, SearchResponse
+from ._types.status import BreakerStatus, Health
 
 __all__ = ["SearchClient"]
 

@@ -15,7 +15,6 @@ from ._types.answers import (
     AnswerTimings,
     AnswerUsage,
 )
-from ._types.health import BreakerStatus, ClusterHealth, Health, IndexHealth
 from ._types.models import FailedDocument, IndexProgress, ReembedReport, SearchMode, TuneReport, TuneRow
 from ._types.prompt import AnswerPrompt
 from ._types.requests import (
@@ -39,6 +38,7 @@ from ._types.results import (
     RerankReport,
     ShardReport,
 )
+from ._types.status import BreakerStatus, ClusterHealth, Health, IndexHealth
 
 __all__ = [
     "AnswerDelta",

@@ -10,7 +10,7 @@ from .._dsl.mapping import building_versions
 from .._errors import AccessDenied
 from .._fusion.setting import configured_fusion
 from .._transport.resilience import Resilience
-from .._types.health import BreakerStatus, ClusterHealth, Health, IndexHealth
+from .._types.status import BreakerStatus, ClusterHealth, Health, IndexHealth
 from .indices import IndexManager
 
 __all__ = ["breaker_status", "breakers", "health"]

@@ -1,6 +1,6 @@
-"""What :meth:`SearchClient.health` returns: the cluster, the alias's index, the client's breakers, its
-models and the fusion in force. Every part the credentials may not see is left empty (``None``, ``unknown``),
-never an error."""
+"""What :meth:`SearchClient.health` and ``client.breakers`` return: the cluster, the alias's index, the
+client's breakers, its models and the fusion in force. Every part the credentials may not see is left empty
+(``None``, ``unknown``), never an error."""
 
 from __future__ import annotations
 
