@@ -1,8 +1,8 @@
 """The workbench (issue 52) against a real Elasticsearch: its JSON API (what the page reads), its token, its
 read-only default — and the page itself in a real browser (Debian's headless Chromium, driven by Selenium):
-the three columns equal search(), a changed fusion equals search() with that fusion, three judgments are
-exported as the qrels they are, tune runs on them, apply is refused without the write flag, and markup in a
-query or a document is shown, never run."""
+the three columns equal search(), a changed fusion equals search() with that fusion, judgments made by click and
+by keyboard are exported as the qrels they are, tune runs on them, two runs compare query by query, apply is
+refused without the write flag, and markup in a query or a document is shown, never run."""
 
 from __future__ import annotations
 
@@ -195,6 +195,55 @@ def test_an_import_keeps_ids_and_grades_and_measures_as_the_library_does(
     assert tc.post("/api/measure", json={}, headers=headers).json()["queries"] == 2
 
 
+def test_runs_keep_each_querys_score_as_the_library_measures_it_and_compare_query_by_query(
+    app: tuple[TestClient, str], settings: SearchSettings
+) -> None:
+    """Experiments (issue 63): run A with the fusion in force, run B with BM25 alone, run C with another fusion;
+    each run's mean is what evaluate() gives on the same judgments; B against A query by query."""
+    tc, token = app
+    headers = {"x-workbench-token": token}
+    assert tc.post("/api/runs/create", json={"name": "a"}, headers=headers).status_code == 400  # nothing judged
+    tc.post("/api/qrels", json={"queries": QUERIES_JSONL, "qrels": _qrels_text(trec=False)}, headers=headers)
+    a = tc.post("/api/runs/create", json={"name": "a"}, headers=headers).json()
+    b = tc.post("/api/runs/create", json={"name": "b", "mode": "bm25"}, headers=headers).json()
+    other = {"method": "rrf", "k": 5, "weights": {"bm25": 1.0, "knn": 0.25}, "window": 20}
+    c = tc.post("/api/runs/create", json={"name": "c", "setting": other}, headers=headers).json()
+    assert (a["in_force"], b["mode"], c["in_force"]) == (True, "bm25", False)
+    assert a["queries"] == b["queries"] == c["queries"] == 3
+
+    async def library() -> dict[str, float]:
+        from storage.evaluation import Judgments, evaluate
+        from storage.fusion import FusionSetting
+
+        queries = {"7": "revenue guidance", "12": "spring weather", "30": "annual report margins"}
+        async with _client(settings) as client:
+            in_force, _ = await client.indices.fusion_in_force()
+            rows = await evaluate(
+                client, Judgments("same qrels", queries, QRELS), fusions=[in_force, FusionSetting.from_meta(other)]
+            )
+        by = {(r.mode, r.parameters.get("k")): round(r.ndcg_at_10, 4) for r in rows}
+        return {"a": by[("hybrid", in_force.k)], "b": by[("bm25", None)], "c": by[("hybrid", 5)]}
+
+    assert {r["name"]: r["mean_ndcg"] for r in (a, b, c)} == asyncio.run(library())
+    # A name is one run; the list is newest first.
+    again = tc.post("/api/runs/create", json={"name": "a"}, headers=headers)
+    assert again.status_code == 400
+    assert "exists" in again.json()["error"]
+    assert [r["name"] for r in tc.get("/api/runs", headers=headers).json()["runs"]] == ["c", "b", "a"]
+    compared = tc.post("/api/runs/compare", json={"a": "a", "b": "b"}, headers=headers).json()
+    assert compared["queries"] == 3
+    assert compared["wins"] + compared["losses"] + compared["ties"] == 3
+    assert [r["delta"] for r in compared["rows"]] == sorted((r["delta"] for r in compared["rows"]), reverse=True)
+    for row in compared["rows"]:
+        assert row["delta"] == round(row["b"] - row["a"], 4)
+    assert {row["query"] for row in compared["rows"]} == {"revenue guidance", "spring weather", "annual report margins"}
+    # A judgment made after a run does not rewrite it; deleting a run removes it.
+    tc.post("/api/judgments", json={"query": "new question", "doc_id": "aapl-1", "grade": 1}, headers=headers)
+    assert tc.post("/api/runs/compare", json={"a": "a", "b": "b"}, headers=headers).json()["queries"] == 3
+    assert tc.post("/api/runs/forget", json={"name": "c"}, headers=headers).json() == {"deleted": "c"}
+    assert tc.post("/api/runs/compare", json={"a": "a", "b": "c"}, headers=headers).status_code == 400
+
+
 @pytest.mark.parametrize(
     ("queries", "qrels", "message"),
     [
@@ -342,9 +391,10 @@ def served(settings: SearchSettings) -> Iterator[str]:
             raise AssertionError("the workbench did not stop on Ctrl-C") from None
 
 
-def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
+def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboard_exports_and_tunes(
     served: str, settings: SearchSettings
 ) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -410,6 +460,18 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
                     judged[doc] = grade
                     break
         assert len(judged) == 3
+        # The keyboard: j / k move through the fused column, a digit grades the current hit, "/" goes to the query.
+        browser.find_element(By.ID, "status").click()  # (out of the fields: keys typed there are theirs)
+        ActionChains(browser).send_keys("j").send_keys("j").send_keys("k").send_keys("j").perform()
+        fused = ids("col-fused")
+        current = browser.find_elements(By.CSS_SELECTOR, "#col-fused .hit.current")
+        assert [c.get_attribute("data-id") for c in current] == [fused[1]]
+        ActionChains(browser).send_keys("2").perform()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), f"judged {fused[1]}: 2"))
+        judged[fused[1]] = 2
+        assert current[0].find_element(By.CSS_SELECTOR, ".grades button.chosen").get_attribute("data-grade") == "2"
+        ActionChains(browser).send_keys("/").perform()
+        assert browser.switch_to.active_element.get_attribute("id") == "query"
         shot("4-judged")
         browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "judged-list"), QUERY))
@@ -440,6 +502,27 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_exports_and_tunes(
         # keep decision could be applied before: issue 63).
         assert "decision: keep" in browser.find_element(By.ID, "tune-decision").text
         assert not browser.find_element(By.ID, "apply-box").is_displayed()
+        # Runs: A with the fusion in force, B with the compare view's fusion (k 60, kNN weight 0.25, set above),
+        # then B against A query by query, in a table and a chart whose axes say what they show.
+        for name, how in (("run-a", "in-force"), ("run-b", "form")):
+            box = browser.find_element(By.ID, "run-name")
+            box.clear()
+            box.send_keys(name)
+            Select(browser.find_element(By.ID, "run-with")).select_by_value(how)
+            browser.find_element(By.ID, "run-create").click()
+            wait.until(ec.text_to_be_present_in_element((By.ID, "run-status"), f"{name}: nDCG@10"))
+        wait.until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr")) == 2)
+        browser.find_element(By.ID, "runs-compare").click()
+        wait.until(ec.presence_of_element_located((By.ID, "runs-summary")))
+        summary = browser.find_element(By.ID, "runs-summary").text
+        assert "k=60" in summary
+        assert "bm25:knn=1:0.25" in summary
+        assert "(in force)" in summary
+        assert "over 1 queries" in summary
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#runs-delta-table tbody tr")) == 1
+        assert browser.find_element(By.ID, "runs-chart-x-title").text.startswith("judged queries")
+        assert browser.find_element(By.ID, "runs-chart-y-title").text == "nDCG@10, B − A"
+        shot("6b-runs")
         # A change recommended to a read-only workbench (the tune answer scripted in the page: the server's
         # refusal is the API test's): no Apply offered, the page says how to allow it.
         browser.execute_script(

@@ -27,10 +27,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import InvalidQuery, SearchClient, SearchError, SearchResponse, query_hash
-from ..evaluation import Judgments, default_grid, evaluate, tune
+from ..evaluation import default_grid, evaluate, tune
 from ..fusion import FusionSetting, LegHit, fuse
+from ._body import json_body
 from ._describe import fields_with_values, where_elasticsearch
 from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl
+from ._runs import create_run, forget_run, list_runs, runs_compared
 from ._traffic import traffic
 
 __all__ = ["COOKIE", "Workbench", "create_app"]
@@ -209,7 +211,7 @@ async def info(wb: Workbench, request: Request) -> dict[str, Any]:
 async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
     """The three columns — BM25 alone, kNN alone, fused — and each leg's candidates (ids and scores, the
     fusion window deep) for re-fusing without running the legs again (``/api/fuse``)."""
-    body = await _json(request)
+    body = await json_body(request)
     args = _search_args(wb, body)
     fusion = _fusion_args(body)
     extra: dict[str, Any] = {"diversity": float(body.get("diversity") or 0.0), "group_by": body.get("group_by") or None}
@@ -239,7 +241,7 @@ async def compare(wb: Workbench, request: Request) -> dict[str, Any]:
 async def refuse(wb: Workbench, request: Request) -> dict[str, Any]:
     """The fused order of the candidates the page holds under another fusion (no search is run): the same
     function every search fuses with (:func:`storage.fusion.fuse`)."""
-    body = await _json(request)
+    body = await json_body(request)
     candidates = body.get("candidates")
     if not isinstance(candidates, dict) or not set(candidates) <= {"bm25", "knn"}:
         raise InvalidQuery("candidates must map bm25 / knn to [[id, score], ...]")
@@ -257,7 +259,7 @@ async def refuse(wb: Workbench, request: Request) -> dict[str, Any]:
 
 
 async def judge(wb: Workbench, request: Request) -> dict[str, Any]:
-    body = await _json(request)
+    body = await json_body(request)
     query, doc_id, grade = body.get("query"), body.get("doc_id"), body.get("grade")
     if not isinstance(query, str) or not query.strip() or not isinstance(doc_id, str) or not doc_id:
         raise InvalidQuery("a judgment needs the query and the document's id")
@@ -277,7 +279,7 @@ async def judge(wb: Workbench, request: Request) -> dict[str, Any]:
 
 async def forget(wb: Workbench, request: Request) -> dict[str, Any]:
     """Delete a judgment (``query`` and ``doc_id``) or every judgment of a query (``query`` alone)."""
-    body = await _json(request)
+    body = await json_body(request)
     query, doc_id = body.get("query"), body.get("doc_id")
     if not isinstance(query, str) or not query.strip() or (doc_id is not None and not isinstance(doc_id, str)):
         raise InvalidQuery('send {"query": <its text>} to forget a query, with "doc_id" to forget one judgment')
@@ -323,7 +325,7 @@ async def import_qrels(wb: Workbench, request: Request) -> dict[str, Any]:
     """A judged collection's files (their texts): BEIR's ``queries.jsonl`` and its qrels, or TREC's qrels
     (:func:`parse_judged`), every line checked first (a bad line writes nothing), then one bulk write; query
     ids and grades kept as given."""
-    body = await _json(request)
+    body = await json_body(request)
     queries_text, qrels_text = body.get("queries"), body.get("qrels")
     if not isinstance(queries_text, str) or not isinstance(qrels_text, str):
         raise InvalidQuery('send {"queries": <queries.jsonl text>, "qrels": <qrels text>}')
@@ -332,17 +334,10 @@ async def import_qrels(wb: Workbench, request: Request) -> dict[str, Any]:
     return {"imported": written, "queries": len({qid for qid, *_ in rows})}
 
 
-async def _judged_set(wb: Workbench) -> Judgments:
-    queries, qrels = await wb.judgments.qrels()
-    if not qrels:
-        raise InvalidQuery("nothing is judged yet: judge results in the compare view, or import qrels")
-    return Judgments(f"{wb.client.index} judgments", queries, qrels)
-
-
 async def measure(wb: Workbench, request: Request) -> dict[str, Any]:
     """nDCG@10 and Recall@100 of each leg and of the fusion in force over the judged queries, and nDCG@10
     across RRF k and the weights (the chart), the legs retrieved once."""
-    data = await _judged_set(wb)
+    data = await wb.judgments.judged_set()
     in_force, _ = await wb.client.indices.fusion_in_force()
     grid = [
         in_force,
@@ -365,8 +360,8 @@ async def measure(wb: Workbench, request: Request) -> dict[str, Any]:
 
 async def tune_fusion(wb: Workbench, request: Request) -> dict[str, Any]:
     """``storage.evaluation.tune`` on the judgments (its cross-validated rule); never applied here."""
-    data = await _judged_set(wb)
-    body = await _json(request)
+    data = await wb.judgments.judged_set()
+    body = await json_body(request)
     min_queries = _int(body, "min_queries", 20, 1, 10_000)
     report = await tune(wb.client, data, tenant_id=wb.tenant_id, apply=False, min_queries=min_queries)
     return report.model_dump()
@@ -378,7 +373,7 @@ async def apply_fusion(wb: Workbench, request: Request) -> Response:
         return JSONResponse(
             {"error": "the workbench is read-only: start it with --allow-writes to store a fusion setting"}, 403
         )
-    body = await _json(request)
+    body = await json_body(request)
     if body.get("confirm") is not True:
         return JSONResponse({"error": 'applying changes every search of the index: send "confirm": true'}, 400)
     try:
@@ -390,18 +385,6 @@ async def apply_fusion(wb: Workbench, request: Request) -> Response:
 
 
 # -- the app ---------------------------------------------------------------------------------------------------
-
-
-async def _json(request: Request) -> dict[str, Any]:
-    if request.method == "GET":
-        return {}
-    try:
-        body = await request.json()
-    except ValueError:
-        raise InvalidQuery("the request body is not JSON") from None
-    if not isinstance(body, dict):
-        raise InvalidQuery("the request body must be a JSON object")
-    return body
 
 
 Handler = Callable[[Workbench, Request], Awaitable[Any]]
@@ -468,6 +451,10 @@ def create_app(wb: Workbench) -> Starlette:
         ("/api/tune", tune_fusion, ["POST"]),
         ("/api/apply", apply_fusion, ["POST"]),
         ("/api/traffic", traffic, ["GET"]),
+        ("/api/runs", list_runs, ["GET"]),
+        ("/api/runs/create", create_run, ["POST"]),
+        ("/api/runs/compare", runs_compared, ["POST"]),
+        ("/api/runs/forget", forget_run, ["POST"]),
     ]
     routes = [
         Route("/", page),

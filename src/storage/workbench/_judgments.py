@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import InvalidQuery, SearchClient
+from ..evaluation import Judgments
 
 __all__ = ["GRADES", "IMPORTED_GRADES", "Judgment", "JudgmentStore", "parse_judged", "query_id"]
 
@@ -253,6 +254,13 @@ class JudgmentStore:
             queries[j.query_id] = j.query
             qrels.setdefault(j.query_id, {})[j.doc_id] = j.grade
         return queries, qrels
+
+    async def judged_set(self) -> Judgments:
+        """The judgments as a judged collection (what ``evaluate`` and ``tune`` read); refused when empty."""
+        queries, qrels = await self.qrels()
+        if not qrels:
+            raise InvalidQuery("nothing is judged yet: judge results in the compare view, or import qrels")
+        return Judgments(f"{self._client.index} judgments", queries, qrels)
 
 
 def qrels_tsv(qrels: dict[str, dict[str, int]]) -> str:

@@ -94,20 +94,50 @@ function grades(query, docId) {
   for (const g of state.info.grades) {
     const b = el("button", { type: "button", class: state.grades[key] === g ? "chosen" : "", "data-grade": String(g),
       title: ["not relevant", "relevant", "highly relevant"][g] }, String(g));
-    b.addEventListener("click", async () => {
-      try {
-        await api("/api/judgments", { query, doc_id: docId, grade: g });
-        state.grades[key] = g;
-        note.textContent = "";
-        document.querySelectorAll(`.hit[data-id="${CSS.escape(docId)}"] .grades button`).forEach((x) => {
-          x.className = Number(x.dataset.grade) === g ? "chosen" : "";
-        });
-        say(`judged ${docId}: ${g}`);
-      } catch (e) { say(e.message, true); }
-    });
+    b.addEventListener("click", () => judge(query, docId, g));
     box.append(b);
   }
   return box;
+}
+
+async function judge(query, docId, g) {
+  const key = `${query}\u0000${docId}`;
+  try {
+    await api("/api/judgments", { query, doc_id: docId, grade: g });
+    state.grades[key] = g;
+    document.querySelectorAll(`.hit[data-id="${CSS.escape(docId)}"] .grades`).forEach((box) => {
+      box.querySelector(".judged-grade").textContent = "";
+      box.querySelectorAll("button").forEach((x) => { x.className = Number(x.dataset.grade) === g ? "chosen" : ""; });
+    });
+    say(`judged ${docId}: ${g}`);
+  } catch (e) { say(e.message, true); }
+}
+
+// The keyboard: "/" to the query box; j / k move through the fused column's hits; a digit grades the hit
+// marked as current (the grades the page offers). Keys typed into a field are the field's.
+function currentHits() { return [...document.querySelectorAll("#col-fused .hit")]; }
+
+function moveCurrent(step) {
+  const hits = currentHits();
+  if (!hits.length) return;
+  const at = hits.findIndex((h) => h.classList.contains("current"));
+  const next = at < 0 ? 0 : Math.min(Math.max(at + step, 0), hits.length - 1);
+  hits.forEach((h, n) => h.classList.toggle("current", n === next));
+  hits[next].scrollIntoView({ block: "nearest" });
+  say(`#${hits[next].dataset.id}: press ${state.info.grades.join(" / ")} to grade`);
+}
+
+function onKey(e) {
+  const typing = e.target instanceof HTMLElement && e.target.closest("input, textarea, select");
+  if (typing || e.altKey || e.ctrlKey || e.metaKey || $("#tab-compare").hidden) return;
+  if (e.key === "/") { e.preventDefault(); $("#query").focus(); $("#query").select(); return; }
+  if (e.key === "j" || e.key === "k") { e.preventDefault(); moveCurrent(e.key === "j" ? 1 : -1); return; }
+  const grade = Number(e.key);
+  const hit = document.querySelector("#col-fused .hit.current");
+  if (/^[0-9]$/.test(e.key) && hit && state.last && state.info.grades.includes(grade)) {
+    e.preventDefault();
+    judge(state.last.data.query, hit.dataset.id, grade);
+  }
 }
 
 // Scores to six decimals (four hid differences: three hits read "0.0238"); an exact tie with the hit above says
@@ -340,6 +370,90 @@ async function applySetting() {
   } catch (e) { out.textContent = e.message; out.className = "flag"; }
 }
 
+// -- runs: the judged queries with one setting, kept; two of them compared query by query -------------------
+
+async function loadRuns() {
+  const body = $("#runs-table tbody");
+  try {
+    const data = await api("/api/runs");
+    body.replaceChildren(...data.runs.map((r, n) => {
+      const forget = el("button", { type: "button", class: "forget", title: `delete the run ${r.name}` }, "×");
+      forget.addEventListener("click", async () => {
+        try { await api("/api/runs/forget", { name: r.name }); loadRuns(); } catch (e) { say(e.message, true); }
+      });
+      return el("tr", { "data-run": r.name },
+        el("td", {}, el("input", { type: "radio", name: "run-a", value: r.name, checked: n === 1 })),
+        el("td", {}, el("input", { type: "radio", name: "run-b", value: r.name, checked: n === 0 })),
+        el("td", {}, r.name), el("td", {}, r.label), el("td", {}, String(r.queries)),
+        el("td", {}, r.mean_ndcg.toFixed(4)), el("td", {}, r.at), el("td", {}, forget));
+    }));
+  } catch (e) { body.replaceChildren(el("tr", {}, el("td", { class: "flag", colSpan: 8 }, e.message))); }
+}
+
+async function createRun() {
+  const out = $("#run-status");
+  const how = $("#run-with").value;
+  const body = { name: $("#run-name").value };
+  if (how === "bm25" || how === "knn") body.mode = how;
+  if (how === "form") {
+    if (!$("#k").value) { out.textContent = "search in the compare view first: its form holds the fusion to run"; out.className = "flag"; return; }
+    const f = fusion();
+    body.setting = { method: f.method, k: f.k || 60, weights: f.weights, window: f.window || 100 };
+  }
+  out.textContent = "running the judged queries…"; out.className = "";
+  try {
+    const r = await api("/api/runs/create", body);
+    out.textContent = `${r.name}: nDCG@10 ${r.mean_ndcg.toFixed(4)} over ${r.queries} queries`;
+    loadRuns();
+  } catch (e) { out.textContent = e.message; out.className = "flag"; }
+}
+
+function deltaChart(rows) {
+  // One bar per query, best gain first: B's nDCG@10 minus A's. Axis titles; zero marked.
+  const ns = "http://www.w3.org/2000/svg";
+  const w = 640, h = 220, left = 56, bottom = 40, top = 10;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("id", "runs-chart"); svg.setAttribute("width", w); svg.setAttribute("height", h);
+  const node = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  const span = Math.max(0.05, ...rows.map((r) => Math.abs(r.delta)));
+  const y = (d) => top + (h - bottom - top) / 2 - (d / span) * (h - bottom - top) / 2;
+  const step = (w - left - 10) / Math.max(rows.length, 1);
+  node("line", { x1: left, x2: w - 10, y1: y(0), y2: y(0), stroke: "#555" });
+  rows.forEach((r, n) => {
+    const x = left + n * step;
+    node("rect", { x: x + step * 0.1, width: Math.max(step * 0.8, 1), y: Math.min(y(0), y(r.delta)), height: Math.abs(y(r.delta) - y(0)) || 1,
+      fill: r.delta > 0 ? "#0072b2" : r.delta < 0 ? "#d55e00" : "#999" }).append(Object.assign(document.createElementNS(ns, "title"), { textContent: `${r.query}: ${r.a} → ${r.b}` }));
+  });
+  node("text", { x: left - 6, y: y(span) + 4, "text-anchor": "end", "font-size": 11 }, `+${span.toFixed(2)}`);
+  node("text", { x: left - 6, y: y(-span) + 4, "text-anchor": "end", "font-size": 11 }, `−${span.toFixed(2)}`);
+  node("text", { id: "runs-chart-x-title", x: (w + left) / 2, y: h - 8, "text-anchor": "middle", "font-size": 12 }, "judged queries, best gain first (blue: B better, orange: A better)");
+  node("text", { id: "runs-chart-y-title", x: 12, y: (h - bottom) / 2, "text-anchor": "middle", "font-size": 12, transform: `rotate(-90 12 ${(h - bottom) / 2})` }, "nDCG@10, B − A");
+  return svg;
+}
+
+async function compareRuns() {
+  const box = $("#runs-comparison");
+  const a = document.querySelector('input[name="run-a"]:checked');
+  const b = document.querySelector('input[name="run-b"]:checked');
+  if (!a || !b) { box.replaceChildren(el("p", { class: "flag" }, "choose a run A and a run B (make two runs first)")); return; }
+  try {
+    const c = await api("/api/runs/compare", { a: a.value, b: b.value });
+    const table = el("table", { id: "runs-delta-table" }, el("thead", {}, el("tr", {}, ...["query", `A: ${c.a.name}`, `B: ${c.b.name}`, "B − A"].map((t) => el("th", {}, t)))),
+      el("tbody", {}, ...c.rows.map((r) => el("tr", { "data-query-id": r.query_id, class: r.delta > 0 ? "win" : r.delta < 0 ? "loss" : "" },
+        el("td", {}, r.query), el("td", {}, r.a.toFixed(4)), el("td", {}, r.b.toFixed(4)), el("td", {}, (r.delta > 0 ? "+" : "") + r.delta.toFixed(4))))));
+    box.replaceChildren(
+      el("p", { id: "runs-summary" }, `B (${c.b.label}) against A (${c.a.label}) over ${c.queries} queries: mean nDCG@10 ${c.mean_a.toFixed(4)} → ${c.mean_b.toFixed(4)}; B wins ${c.wins}, loses ${c.losses}, ties ${c.ties}`
+        + (c.only_in_a || c.only_in_b ? ` (${c.only_in_a} queries only in A, ${c.only_in_b} only in B: judged since)` : "")),
+      deltaChart(c.rows), table);
+  } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
+}
+
 async function traffic(kind) {
   const body = $("#traffic-table tbody");
   try {
@@ -376,6 +490,7 @@ function show(tab) {
   document.querySelectorAll(".tab").forEach((b) => b.classList.toggle("active", b.dataset.tab === tab));
   document.querySelectorAll(".panel").forEach((p) => { p.hidden = p.id !== `tab-${tab}`; });
   if (tab === "judged") loadJudged();
+  if (tab === "measure") loadRuns();
 }
 
 // The filter's example and the "one per" choices come from the fields this index's documents have values in
@@ -401,6 +516,7 @@ async function start() {
   offerFields(i.fields || {});
   document.querySelectorAll(".tab").forEach((b) => b.addEventListener("click", () => show(b.dataset.tab)));
   $("#search-form").addEventListener("submit", (e) => { e.preventDefault(); compare(); });
+  document.addEventListener("keydown", onKey);
   $("#fusion-form").addEventListener("submit", (e) => { e.preventDefault(); refuse(); });
   $("#rearrange").addEventListener("click", () => compare({
     fusion: fusion(), diversity: Number($("#diversity").value) || 0, group_by: $("#group-by").value || null,
@@ -410,6 +526,8 @@ async function start() {
   $("#measure").addEventListener("click", measure);
   $("#tune").addEventListener("click", tune);
   $("#apply").addEventListener("click", applySetting);
+  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); createRun(); });
+  $("#runs-compare").addEventListener("click", compareRuns);
   document.querySelectorAll(".traffic").forEach((b) => b.addEventListener("click", () => traffic(b.dataset.kind)));
   document.body.dataset.ready = "true";
 }
