@@ -20,6 +20,8 @@ from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
 from ._types.models import IndexProgress, ReembedReport
+from ._types.requests import QuerySyntax, SearchRequest
+from ._types.results import ScoreExplanation
 
 __all__ = ["Documents", "Indices"]
 
@@ -91,8 +93,26 @@ class Documents:
     """``client.documents``: documents by id and by filter (a tenant's only, for a tenant; ``tenant_id`` is
     required by a multi-tenant client)."""
 
-    def __init__(self, manager: IndexManager) -> None:
+    def __init__(self, manager: IndexManager, engine: Engine) -> None:
         self._m = manager
+        self._engine = engine
+
+    async def explain(
+        self,
+        doc_id: str,
+        query: str,
+        *,
+        filters: FilterInput = None,
+        tenant_id: str | None = None,
+        index: str | None = None,
+        syntax: QuerySyntax = "plain",
+    ) -> ScoreExplanation | None:
+        """Why the BM25 leg scores ``doc_id`` as it does for ``query`` (Elasticsearch's explain, on the leg's own
+        query: its fields, filters and tenant), or None when the document does not match it. The kNN leg's part
+        is the hit's ``similarity``; how the legs combine, its ``ranks`` and the fusion in force."""
+        request = SearchRequest(query, mode="bm25", filters=filters, tenant_id=tenant_id, index=index, syntax=syntax)
+        found = await self._engine.explain_bm25(request, doc_id)
+        return ScoreExplanation.model_validate(found) if found is not None else None
 
     async def get(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
         """The stored ``_source`` of one document (without its vectors), or None — also None when it belongs to

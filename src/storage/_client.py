@@ -97,7 +97,7 @@ class SearchClient:
         self._answerer = Answerer(self._backend, self._engine)
         reembedder = Reembedder(self._backend, self._indices, self._ingester)
         self._indices_ns = Indices(self._indices, self._engine, reembedder)
-        self._documents_ns = Documents(self._indices)
+        self._documents_ns = Documents(self._indices, self._engine)
         self._telemetry: tuple[TelemetrySink, TelemetryObserver] | None = None
 
     @classmethod

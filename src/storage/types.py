@@ -36,6 +36,7 @@ from ._types.results import (
     LegReport,
     Passage,
     RerankReport,
+    ScoreExplanation,
     ShardReport,
 )
 from ._types.status import BreakerStatus, ClusterHealth, Health, IndexHealth
@@ -73,6 +74,7 @@ __all__ = [
     "RerankReport",
     "ResiliencePolicy",
     "RoundTrip",
+    "ScoreExplanation",
     "SearchMode",
     "SearchRequest",
     "ShardReport",

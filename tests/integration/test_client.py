@@ -115,6 +115,22 @@ async def test_hybrid_hits_carry_provenance_and_the_response_its_parameters(clie
 
 
 @pytest.mark.smoke
+async def test_explain_gives_the_bm25_legs_own_score_and_none_for_a_document_it_does_not_match(
+    client: SearchClient,
+) -> None:
+    await _load(client)
+    bm25 = {h.id: h.score for h in (await client.leg_rankings("revenue guidance", mode="bm25"))["bm25"]}
+    why = await client.documents.explain("msft-1", "revenue guidance")
+    assert why is not None
+    assert why.value == pytest.approx(bm25["msft-1"], rel=1e-5)
+    assert why.details  # the terms' parts
+    assert "weight(text:guidanc" in str(why.model_dump())  # each term's weight, as analyzed (stemmed)
+    assert await client.documents.explain("weather-1", "revenue guidance") is None  # no term matches
+    assert await client.documents.explain("no-such-id", "revenue guidance") is None
+    # The leg's filters apply: a document the filter excludes does not match.
+    assert await client.documents.explain("msft-1", "revenue guidance", filters={"ticker": "AAPL"}) is None
+
+
 async def test_filters_restrict_both_legs(client: SearchClient) -> None:
     await _load(client)
     # Unfiltered, the kNN leg alone ranks the AAPL documents first for this text...

@@ -244,6 +244,24 @@ def test_runs_keep_each_querys_score_as_the_library_measures_it_and_compare_quer
     assert tc.post("/api/runs/compare", json={"a": "a", "b": "c"}, headers=headers).status_code == 400
 
 
+def test_explain_gives_each_legs_rank_its_share_of_the_fused_score_and_the_bm25_explanation(
+    app: tuple[TestClient, str], settings: SearchSettings
+) -> None:
+    tc, token = app
+    headers = {"x-workbench-token": token}
+    fused = tc.post("/api/compare", json={"query": QUERY, "limit": 5}, headers=headers).json()["fused"]
+    for hit in fused["hits"]:
+        why = tc.post("/api/explain", json={"query": QUERY, "doc_id": hit["id"]}, headers=headers).json()
+        assert {leg: r["rank"] for leg, r in why["legs"].items()} == hit["ranks"]
+        assert why["fused"] == pytest.approx(hit["score"], rel=1e-9)
+        assert sum(s["share"] for s in why["rrf"].values()) == pytest.approx(1.0)
+        if "bm25" in hit["ranks"]:
+            assert why["bm25"]["value"] == pytest.approx(hit["leg_scores"]["bm25"], rel=1e-5)
+        else:
+            assert why["bm25"] is None
+    assert tc.post("/api/explain", json={"query": QUERY}, headers=headers).status_code == 400
+
+
 @pytest.mark.parametrize(
     ("queries", "qrels", "message"),
     [
@@ -472,6 +490,18 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         assert current[0].find_element(By.CSS_SELECTOR, ".grades button.chosen").get_attribute("data-grade") == "2"
         ActionChains(browser).send_keys("/").perform()
         assert browser.switch_to.active_element.get_attribute("id") == "query"
+        # Why a hit is where it is: each leg's rank and its RRF term, summing to the fused score shown, and
+        # Elasticsearch's explanation of its BM25 score.
+        first = browser.find_element(By.CSS_SELECTOR, "#col-fused .hit")
+        shown = re.search(r"fused (\d\.\d{6})", first.find_element(By.CSS_SELECTOR, ".ids").text)
+        first.find_element(By.CSS_SELECTOR, "button.why").click()
+        wait.until(lambda b: "fused score" in first.find_element(By.CSS_SELECTOR, ".explain").text)
+        explained = first.find_element(By.CSS_SELECTOR, ".explain").text
+        assert shown is not None
+        assert f"fused score {shown.group(1)}" in explained, explained
+        assert "RRF term" in explained
+        assert first.find_elements(By.CSS_SELECTOR, ".explain .explain-tree li") or "does not match" in explained
+        shot("4b-explained")
         shot("4-judged")
         browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "judged-list"), QUERY))
@@ -548,6 +578,23 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         assert browser.find_element(By.CSS_SELECTOR, "#col-fused h2").text == "bm25 alone (no fusion)"
         assert " · score " in browser.find_element(By.CSS_SELECTOR, "#col-fused .hit .ids").text
         Select(browser.find_element(By.ID, "mode")).select_by_visible_text("hybrid")
+        # A judged collection imported through the page (its 0-4 grades and its ids kept): its grades are on
+        # the results where they are shown.
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
+        browser.find_element(By.CSS_SELECTOR, "#tab-judged details summary").click()
+        browser.find_element(By.ID, "import-queries").send_keys(QUERIES_JSONL)
+        browser.find_element(By.ID, "import-qrels").send_keys(_qrels_text(trec=True))  # (a typed tab moves focus)
+        browser.find_element(By.ID, "import").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "import-status"), "imported 6 judgments of 3 queries"))
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
+        query = browser.find_element(By.ID, "query")
+        query.clear()
+        query.send_keys("annual report margins")
+        browser.find_element(By.ID, "run").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+        imported = browser.find_element(By.CSS_SELECTOR, '#col-fused .hit[data-id="aapl-2"]')
+        assert imported.find_element(By.CSS_SELECTOR, ".judged-grade").text.strip() == "judged 3"
+        shot("8-imported-grades")
         # A query with markup: shown as typed, not run.
         browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
         query = browser.find_element(By.ID, "query")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from embeddings import Vector
 
@@ -39,7 +40,7 @@ from .fuse import Fused, fuse_legs, raise_if_failed
 from .plan import Plan, plan_search
 from .rerank import RerankStage
 from .respond import build_response, extras, log_search, mark_span
-from .retrieve import Retriever
+from .retrieve import Retriever, bm25_body
 from .state import LegOutcome, SearchState
 
 __all__ = ["Engine"]
@@ -145,6 +146,16 @@ class Engine:
                 hits = kept
             out[leg] = [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in hits]
         return out
+
+    async def explain_bm25(self, request: SearchRequest, doc_id: str) -> dict[str, Any] | None:
+        """Elasticsearch's explanation of the BM25 leg's score for ``doc_id`` (the leg's own query: its
+        filters, tenant and fields), or None when the document does not match it."""
+        self._b.check_open()
+        plan = await self.plan(request)
+        query = bm25_body(plan)["query"]
+        es = self._b.es.options(ignore_status=404)  # (an id the index does not hold: not matched)
+        body = (await self._b.es_call(lambda: es.explain(index=plan.target, id=doc_id, query=query))).body
+        return body.get("explanation") if body.get("matched") else None
 
     async def fetch(self, plan: Plan, ids: list[str]) -> Fetched:
         """Stage 5: the documents (and highlights) of ``ids``, in one request within the plan's scope."""

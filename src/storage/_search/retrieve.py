@@ -31,7 +31,7 @@ from .._transport.translate import msearch_item_error, timeout_error
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Retriever"]
+__all__ = ["Retriever", "bm25_body"]
 
 
 class Retriever:
@@ -90,7 +90,7 @@ class Retriever:
     async def _legs_parallel(self, plan: Plan, shared: asyncio.Future[Vector | None] | None) -> dict[str, LegOutcome]:
         coros: list[Awaitable[LegOutcome]] = []
         if "bm25" in plan.legs:
-            body = _bm25_body(plan)
+            body = bm25_body(plan)
             bm25 = LegOutcome("bm25")
             budget = self._b.settings.leg_timeout_s
             coros.append(self.run_leg(bm25, lambda scope: self._send(bm25, plan, body, budget, scope)))
@@ -209,7 +209,7 @@ class Retriever:
                     knn.error = exc
                 knn.waiting_on = "elasticsearch"
             if "bm25" in outcomes:
-                body = _bm25_body(plan)
+                body = bm25_body(plan)
                 item = self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                 searches = [*item, *searches]
                 order.insert(0, "bm25")
@@ -252,7 +252,7 @@ class Retriever:
         return [header, msearch_body(full)]
 
 
-def _bm25_body(plan: Plan) -> dict[str, Any]:
+def bm25_body(plan: Plan) -> dict[str, Any]:
     """The BM25 leg's request, the same in every round-trip shape (on a point-in-time: ``window`` deep)."""
     body = bm25_request(
         plan.text,

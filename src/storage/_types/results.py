@@ -23,6 +23,7 @@ __all__ = [
     "Passage",
     "PassageFields",
     "RerankReport",
+    "ScoreExplanation",
     "SearchHit",
     "SearchHitFields",
     "SearchPage",
@@ -270,6 +271,17 @@ class Facet(BaseModel):
     field: str
     kind: str
     buckets: list[FacetBucket]
+
+
+class ScoreExplanation(BaseModel):
+    """Elasticsearch's explanation of a score: its value, what it is, and the parts it is made of (for BM25:
+    each query term's weight, its idf and term frequency, the field lengths)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    description: str
+    details: list[ScoreExplanation] = Field(default_factory=list)
 
 
 class HitGroup(BaseModel):

@@ -31,6 +31,7 @@ from ..evaluation import default_grid, evaluate, tune
 from ..fusion import FusionSetting, LegHit, fuse
 from ._body import json_body
 from ._describe import fields_with_values, where_elasticsearch
+from ._explain import explain
 from ._judgments import GRADES, JudgmentStore, parse_judged, qrels_tsv, queries_jsonl
 from ._runs import create_run, forget_run, list_runs, runs_compared
 from ._traffic import traffic
@@ -451,6 +452,7 @@ def create_app(wb: Workbench) -> Starlette:
         ("/api/tune", tune_fusion, ["POST"]),
         ("/api/apply", apply_fusion, ["POST"]),
         ("/api/traffic", traffic, ["GET"]),
+        ("/api/explain", explain, ["POST"]),
         ("/api/runs", list_runs, ["GET"]),
         ("/api/runs/create", create_run, ["POST"]),
         ("/api/runs/compare", runs_compared, ["POST"]),

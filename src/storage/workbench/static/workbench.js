@@ -164,7 +164,47 @@ function hitItem(query, hit, showRanks, above) {
     }
   }
   li.append(grades(query, hit.id));
+  if (showRanks) {
+    const why = el("button", { type: "button", class: "why", title: "why this hit is here" }, "why?");
+    why.addEventListener("click", () => explainHit(li, hit.id));
+    li.append(" ", why);
+  }
   return li;
+}
+
+function explanationTree(node, depth) {
+  // Elasticsearch's explanation: a value, what it is, its parts (the first levels; deeper ones are folded).
+  const item = el("li", {}, `${Number(node.value).toFixed(4)} — ${node.description}`);
+  if (node.details && node.details.length && depth < 6) {
+    item.append(el("ul", {}, ...node.details.map((d) => explanationTree(d, depth + 1))));
+  }
+  return item;
+}
+
+async function explainHit(li, docId) {
+  if (!state.last) return;
+  const old = li.querySelector(".explain");
+  if (old) { old.remove(); return; }
+  const box = el("div", { class: "explain" }, "explaining…");
+  li.append(box);
+  try {
+    const f = fusion();
+    const shown = f.k ? { method: f.method, k: f.k, weights: f.weights, window: f.window || 100 } : null;
+    const r = await api("/api/explain", { query: state.last.data.query, doc_id: docId, filters: state.last.request.filters,
+      tenant_id: state.last.request.tenant_id, fusion: shown });
+    const lines = ["bm25", "knn"].map((leg) => {
+      const at = r.legs[leg];
+      const what = leg === "knn" ? "similarity" : "score";
+      if (!at) return `${leg} leg: not in its first ${r.fusion.window}`;
+      const term = r.rrf && r.rrf[leg] ? ` → RRF term ${r.fusion.weights[leg]} / (${r.fusion.k} + ${at.rank}) = ${r.rrf[leg].term.toFixed(6)} (${(100 * r.rrf[leg].share).toFixed(0)} % of the fused score)` : "";
+      return `${leg} leg: #${at.rank}, ${what} ${Number(at.score).toFixed(4)}${term}`;
+    });
+    if (r.fused !== null) lines.push(`fused score ${r.fused.toFixed(6)} (${r.fusion.method} k=${r.fusion.k})`);
+    else lines.push(`${r.fusion.method}: each leg's score normalized, then weighted (${weightsText(r.fusion.weights)})`);
+    box.replaceChildren(...lines.map((t) => el("div", {}, t)),
+      r.bm25 ? el("details", { open: true }, el("summary", {}, "the BM25 score, as Elasticsearch explains it"), el("ul", { class: "explain-tree" }, explanationTree(r.bm25, 0)))
+        : el("div", {}, "BM25: the document does not match the query's words"));
+  } catch (e) { box.replaceChildren(el("span", { class: "flag" }, e.message)); }
 }
 
 function fillColumn(id, query, column, showRanks) {
