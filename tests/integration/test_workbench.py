@@ -511,6 +511,21 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         )
         rows = {tuple(line.split("\t")[1:]) for line in exported.splitlines()[1:]}
         assert rows == {(doc, str(grade)) for doc, grade in judged.items()}
+
+        def exported_rows() -> list[str]:
+            text = browser.execute_async_script(
+                "const done = arguments[0]; fetch('/api/qrels.tsv').then(r => r.text()).then(done);"
+            )
+            return sorted(text.splitlines()[1:])
+
+        # A deleted judgment comes back with Undo, as it was (its query's id and its grade).
+        before = exported_rows()
+        browser.find_element(By.CSS_SELECTOR, "#judged-list p button.forget").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "judged-status"), "deleted 1 judgment"))
+        assert len(exported_rows()) == len(before) - 1
+        browser.find_element(By.ID, "undo").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "judged-status"), "restored 1 judgment"))
+        assert exported_rows() == before
         # 4. Measure, tune on the small judged set, and apply refused without the write flag.
         browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="measure"]').click()
         box = browser.find_element(By.ID, "min-queries")
@@ -552,6 +567,7 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         assert len(browser.find_elements(By.CSS_SELECTOR, "#runs-delta-table tbody tr")) == 1
         assert browser.find_element(By.ID, "runs-chart-x-title").text.startswith("judged queries")
         assert browser.find_element(By.ID, "runs-chart-y-title").text == "nDCG@10, B − A"
+        browser.execute_script("document.getElementById('runs-summary').scrollIntoView()")
         shot("6b-runs")
         # A change recommended to a read-only workbench (the tune answer scripted in the page: the server's
         # refusal is the API test's): no Apply offered, the page says how to allow it.

@@ -287,21 +287,42 @@ async function loadJudged() {
   const box = $("#judged-list");
   try {
     const data = await api("/api/judged");
-    const forget = (query, docId) => {
-      const b = el("button", { type: "button", class: "forget" }, docId ? "×" : "forget this query");
-      b.title = docId ? `delete the judgment of ${docId}` : "delete every judgment of this query (it leaves the measured set)";
+    const forget = (q, j) => {
+      const b = el("button", { type: "button", class: "forget" }, j ? "×" : "forget this query");
+      b.title = j ? `delete the judgment of ${j.doc_id}` : "delete every judgment of this query (it leaves the measured set)";
       b.addEventListener("click", async () => {
-        try { await api("/api/judgments/forget", docId ? { query, doc_id: docId } : { query }); loadJudged(); } catch (e) { say(e.message, true); }
+        try {
+          await api("/api/judgments/forget", j ? { query: q.query, doc_id: j.doc_id } : { query: q.query });
+          loadJudged();
+          offerUndo(q, j ? [j] : q.judgments);
+        } catch (e) { $("#judged-status").textContent = e.message; }
       });
       return b;
     };
     box.replaceChildren(...data.queries.map((q) => el("div", { class: "judged", "data-query-id": q.query_id },
-      el("h3", {}, q.query, " ", forget(q.query, null)),
-      el("p", {}, ...q.judgments.flatMap((j) => [`#${j.doc_id}: ${j.grade} (${j.judge}, ${j.at}) `, forget(q.query, j.doc_id), " · "])),
+      el("h3", {}, q.query, " ", forget(q, null)),
+      el("p", {}, ...q.judgments.flatMap((j) => [`#${j.doc_id}: ${j.grade} (${j.judge}, ${j.at}) `, forget(q, j), " · "])),
       el("p", { class: "meta" }, q.unjudged_in_top10.length ? `unjudged in today's top 10: ${q.unjudged_in_top10.join(", ")}` : "today's top 10 is judged"),
     )));
     if (!data.queries.length) box.replaceChildren(el("p", {}, "nothing judged yet"));
   } catch (e) { box.replaceChildren(el("p", { class: "flag" }, e.message)); }
+}
+
+function offerUndo(q, gone) {
+  // A delete can be undone: the judgments go back as they were (the query's id and each grade), one import.
+  const status = $("#judged-status");
+  const undo = el("button", { type: "button", id: "undo" }, "undo");
+  undo.addEventListener("click", async () => {
+    try {
+      const r = await api("/api/qrels", {
+        queries: JSON.stringify({ _id: q.query_id, text: q.query }) + "\n",
+        qrels: gone.map((j) => `${q.query_id}\t${j.doc_id}\t${j.grade}`).join("\n") + "\n",
+      });
+      status.replaceChildren(`restored ${r.imported} judgment${r.imported === 1 ? "" : "s"} of "${q.query}"`);
+      loadJudged();
+    } catch (e) { status.textContent = e.message; }
+  });
+  status.replaceChildren(`deleted ${gone.length} judgment${gone.length === 1 ? "" : "s"} of "${q.query}" `, undo);
 }
 
 function chart(rows, inForce) {
