@@ -427,6 +427,21 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
     def shot(name: str) -> None:
         browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
+    def exported_rows() -> list[str]:
+        text = browser.execute_async_script(
+            "const done = arguments[0]; fetch('/api/qrels.tsv').then(r => r.text()).then(done);"
+        )
+        return sorted(text.splitlines()[1:])
+
+    def search_for(text: str) -> None:
+        """The compare view: ``text`` typed over the query box's, searched, its fused results shown."""
+        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
+        query = browser.find_element(By.ID, "query")
+        query.clear()
+        query.send_keys(text)
+        browser.find_element(By.ID, "run").click()
+        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+
     try:
         base = served.split("/?token=")[0]
         browser.get(base + "/")
@@ -506,18 +521,8 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="judged"]').click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "judged-list"), QUERY))
         shot("5-judgments")
-        exported = browser.execute_async_script(
-            "const done = arguments[0]; fetch('/api/qrels.tsv').then(r => r.text()).then(done);"
-        )
-        rows = {tuple(line.split("\t")[1:]) for line in exported.splitlines()[1:]}
+        rows = {tuple(line.split("\t")[1:]) for line in exported_rows()}
         assert rows == {(doc, str(grade)) for doc, grade in judged.items()}
-
-        def exported_rows() -> list[str]:
-            text = browser.execute_async_script(
-                "const done = arguments[0]; fetch('/api/qrels.tsv').then(r => r.text()).then(done);"
-            )
-            return sorted(text.splitlines()[1:])
-
         # A deleted judgment comes back with Undo, as it was (its query's id and its grade).
         before = exported_rows()
         browser.find_element(By.CSS_SELECTOR, "#judged-list p button.forget").click()
@@ -602,22 +607,12 @@ def test_the_page_in_a_real_browser_compares_refuses_judges_by_click_and_keyboar
         browser.find_element(By.ID, "import-qrels").send_keys(_qrels_text(trec=True))  # (a typed tab moves focus)
         browser.find_element(By.ID, "import").click()
         wait.until(ec.text_to_be_present_in_element((By.ID, "import-status"), "imported 6 judgments of 3 queries"))
-        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
-        query = browser.find_element(By.ID, "query")
-        query.clear()
-        query.send_keys("annual report margins")
-        browser.find_element(By.ID, "run").click()
-        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+        search_for("annual report margins")
         imported = browser.find_element(By.CSS_SELECTOR, '#col-fused .hit[data-id="aapl-2"]')
         assert imported.find_element(By.CSS_SELECTOR, ".judged-grade").text.strip() == "judged 3"
         shot("8-imported-grades")
         # A query with markup: shown as typed, not run.
-        browser.find_element(By.CSS_SELECTOR, '.tab[data-tab="compare"]').click()
-        query = browser.find_element(By.ID, "query")
-        query.clear()
-        query.send_keys('<img src=x onerror="document.body.dataset.pwned=1"> revenue')
-        browser.find_element(By.ID, "run").click()
-        wait.until(ec.text_to_be_present_in_element((By.ID, "status"), "fused results"))
+        search_for('<img src=x onerror="document.body.dataset.pwned=1"> revenue')
         # ... judged under that query, and listed: still text.
         first = browser.find_element(By.CSS_SELECTOR, "#col-fused .hit")
         first.find_element(By.CSS_SELECTOR, '.grades button[data-grade="1"]').click()
