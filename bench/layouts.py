@@ -9,7 +9,9 @@ segment so that no layout is measured on more segments than another):
   each passage's text indexed): built by the code of commit ``--old`` (a git worktree given with
   ``--old-tree``), searched by this code, as a client upgraded before ``reembed()`` searches it;
 - ``passages``: today's layout (heads flat, only documents over the window nested);
-- ``head-b``: ``head`` again, a second index of the same documents (the run's own noise: an A/A pair).
+- ``head-b``: ``head`` again, a second index of the same documents (the run's own noise: an A/A pair);
+- ``head-src``, ``passages-src``: ``head`` and ``passages`` with the head vectors kept in ``_source`` too,
+  as before mapping versions 2 / 5 (and as on a server before 8.17): the layout leaving them out replaces.
 
 The store is measured settled: after the writes, once the shard's retention lease has moved past them, the
 index is force-merged (which drops the ``_recovery_source`` copy a filtered ``_source`` keeps until then);
@@ -57,6 +59,10 @@ MODES = ("bm25", "knn", "hybrid")
 
 
 def folder(name: str) -> Path:
+    if name == "manpages":  # (real long documents: bench/man_pages.py)
+        from man_pages import build
+
+        return build()
     return long_collection(name.removesuffix("-x10")) if name.endswith("-x10") else GIVEN[name]
 
 
@@ -77,6 +83,10 @@ def embedder() -> CachedEmbedder:
 async def build(url: str, name: str, layout: str, copies: int) -> None:
     """Index the collection (``copies`` > 0: that many more times, with new ids) into the layout's index."""
     data = load_beir(folder(name))
+    if layout.endswith("-src"):  # (this process builds one layout: the index is made as before mapping 2 / 5)
+        import storage._indexing.indices as indices
+
+        indices.vectors_in_source_for = lambda server: True  # type: ignore[assignment]
     async with SearchClient.from_settings(settings_for(url, name, layout), embedder=embedder()) as client:
         if copies == 0:
             await client.indices.delete()

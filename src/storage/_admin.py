@@ -16,6 +16,7 @@ from embeddings import Embedder
 
 from ._dsl.filters import FilterInput
 from ._fusion.setting import FusionSetting, FusionSource
+from ._indexing.bulk_load import end_unfinished
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
@@ -75,6 +76,11 @@ class Indices:
     async def refresh(self) -> None:
         """Make everything written so far searchable now."""
         await self._m.refresh()
+
+    async def end_bulk_load(self) -> bool:
+        """Finish a bulk load (``index_documents(bulk_load=...)``) whose process was killed: the write index's
+        refresh interval restored as it was, refreshed. False when no bulk load was left unfinished."""
+        return await end_unfinished(self._m.backend, *await self._m.write_index_info(self._m.alias))
 
     async def fusion_in_force(self) -> tuple[FusionSetting, dict[str, FusionSource]]:
         """The fusion a search of the alias uses when the call passes none (read now), and where each of its

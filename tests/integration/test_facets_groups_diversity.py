@@ -197,16 +197,23 @@ async def test_grouping_by_a_metadata_key(loaded: SearchClient) -> None:
     assert sorted(g.value for g in res.groups if g.value) == ["eu", "us"]  # (and the one without metadata)
 
 
-async def test_diversity_zero_is_todays_order_and_exact_duplicates_are_spread_out(settings: SearchSettings) -> None:
+@pytest.mark.parametrize("layout", ["vectors out of _source", "vectors in _source (built before mapping 2)"])
+async def test_diversity_zero_is_todays_order_and_exact_duplicates_are_spread_out(
+    settings: SearchSettings, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     story = "Chipmaker Zorblax recalls its flagship processor over overheating reports"
     copies = [Document(id=f"copy-{i}", title="Zorblax recall", text=story) for i in range(4)]
     others = [
         Document(id=f"other-{i}", title=f"Zorblax note {i}", text=f"Zorblax {w} news" + " filler" * i)
         for i, w in enumerate(["earnings", "hiring", "factory", "lawsuit"])
     ]
+    if layout.startswith("vectors in"):  # as this library built indices before (and does on a server < 8.17)
+        monkeypatch.setattr("storage._indexing.indices.vectors_in_source_for", lambda server: True)
     async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=256)) as client:
         await client.ensure_index()
         await client.index_documents(copies + others, refresh=True)
+        stored = (await client.elasticsearch.get(index=settings.index, id="copy-0"))["_source"]
+        assert ("embedding" in stored) == layout.startswith("vectors in")
         query = "Zorblax recalls flagship processor overheating"
         today = await client.search(query, limit=5)
         assert today.ids[:4] == sorted(today.ids[:4])

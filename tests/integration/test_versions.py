@@ -62,6 +62,13 @@ async def test_the_whole_path_works_on_this_server(settings: SearchSettings, es:
         res = await client.search("Apple revenue guidance", filters={"ticker": "AAPL"}, tenant_id="acme")
         assert not res.degraded
         assert set(res.ids) == {"aapl-1", "aapl-2"}
+        # Vectors are kept out of _source where the server gives them back from doc values (8.17+); the
+        # diversity stage reads them from wherever they are.
+        stored = (await es.get(index=settings.index, id="aapl-1"))["_source"]
+        assert ("embedding" in stored) == ((await _version(es)) < (8, 17))
+        diverse = await client.search("Apple revenue guidance", diversity=0.5, tenant_id="acme")
+        assert not diverse.degraded
+        assert diverse.ids
         # kNN through a passage: the long document's last section.
         knn = await client.search("Zorblax quantum widget", mode="knn", tenant_id="acme", limit=2)
         assert knn.ids[0] == "long"

@@ -52,9 +52,11 @@ DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
 #: 1: one vector per document (``embedding``); 2: with passages (``passages``: offsets and a vector each);
 #: 3: each passage's title and text indexed too (not stored: BM25 reads the passages); 4: every document's
 #: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
-#: (a short document costs what it costs without passages).
-MAPPING_VERSION = 1
-PASSAGES_MAPPING_VERSION = 4
+#: (a short document costs what it costs without passages); 1 -> 2 and 4 -> 5: vectors left out of
+#: ``_source`` on servers that give them back from doc values (:func:`vectors_in_source_for`; an index of an
+#: earlier version, or built on an older server, keeps them there and is read from there).
+MAPPING_VERSION = 2
+PASSAGES_MAPPING_VERSION = 5
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
@@ -129,6 +131,22 @@ def vector_index_for(server: tuple[int, int] | None) -> str:
     return "hnsw" if server is not None and server < (8, 14) else "int8_hnsw"
 
 
+def vectors_in_source_for(server: tuple[int, int] | None) -> bool:
+    """Whether new indices on a server of ``server`` (major, minor) keep their vectors in ``_source`` too:
+    only before 8.17, which cannot give a ``dense_vector`` back from its doc values (``docvalue_fields``
+    refuses it), so what reads vectors (the diversity stage) must find them there. From 8.17 they are left
+    out (Elasticsearch's default from 9.2): stored as JSON text they were three quarters of a head-only
+    index's bytes. Unknown: left out."""
+    return server is not None and server < (8, 17)
+
+
+def vectors_in_source(info: Any) -> bool:
+    """Whether an index (its get-mapping or get-index entry) keeps its head vectors in ``_source``."""
+    mappings = info.get("mappings", {}) if isinstance(info, Mapping) else {}
+    source = mappings.get("_source", {}) if isinstance(mappings, Mapping) else {}
+    return "embedding" not in (source.get("excludes") or ()) if isinstance(source, Mapping) else True
+
+
 def index_body(
     *,
     vector_index: str = "int8_hnsw",
@@ -139,6 +157,7 @@ def index_body(
     shards: int = 1,
     replicas: int | None = None,
     passages: PassageSetting | None = None,
+    vectors_in_source: bool = False,
 ) -> dict[str, Any]:
     """Settings and mappings for one concrete index.
 
@@ -154,9 +173,12 @@ def index_body(
       Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
       the text; ``vector``; the head's first): the kNN leg scores a document by the better of its head and
       its best passage (``storage._dsl.queries.knn_request``). Each passage's text is indexed too (BM25 scores
-      a long document by the better of its whole text and its best passage: ``bm25_request``). Passage
-      vectors and texts are left out of ``_source`` (the offsets stay): stored as JSON, a long document's
-      passage vectors made its ``_source`` ten times larger and every fetch of it slower. (A filtered
+      a long document by the better of its whole text and its best passage: ``bm25_request``).
+    - Vectors (the head's and the passages') and passage texts are left out of ``_source`` (the offsets
+      stay): stored as JSON, vectors were three quarters of a head-only index's bytes, and a long document's
+      passage vectors made its ``_source`` ten times larger and every fetch of it slower. The head vector
+      stays in ``_source`` only with ``vectors_in_source`` (servers before 8.17: :func:`vectors_in_source_for`).
+      (A filtered
       ``_source`` makes Elasticsearch keep a whole copy of each document written, ``_recovery_source``,
       until its peer-recovery retention lease has moved past it and the segment holding it is merged: a
       fresh index is larger for a while, with or without passages in it.) Indices built before (version
@@ -187,6 +209,7 @@ def index_body(
         "payload": PAYLOAD,
         "embedding": vector,
     }
+    excludes = [] if vectors_in_source else ["embedding"]
     mappings: dict[str, Any] = {"dynamic": "strict"}
     if passages is not None:
         embedding_meta["passages"] = passages.to_meta()
@@ -199,7 +222,9 @@ def index_body(
                 "text": text_field,
             },
         }
-        mappings["_source"] = {"excludes": ["passages.vector", "passages.text"]}
+        excludes += ["passages.vector", "passages.text"]
+    if excludes:
+        mappings["_source"] = {"excludes": excludes}
     analysis = DEFINED_ANALYZERS.get(analyzer)
     return {
         "settings": {

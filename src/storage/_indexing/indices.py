@@ -18,6 +18,7 @@ from .._dsl.mapping import (
     next_index_name,
     stored_passages,
     vector_index_for,
+    vectors_in_source_for,
     versioned_index_name,
 )
 from .._dsl.queries import SOURCE_EXCLUDES, count_request, ids_request
@@ -37,6 +38,7 @@ from .._transport.backend import Backend
 from .._transport.compat import server_version, too_old
 from .._transport.translate import error_reason, error_type, incompatible_server
 from .._types.models import FailedDocument
+from .bulk_load import unfinished_bulk_load
 from .changes import held_while_blocked
 
 __all__ = ["IndexManager", "write_index_of"]
@@ -62,6 +64,9 @@ class IndexManager:
         self._server: tuple[int, int] | None = None
         #: The write index once :meth:`ensure_index` has checked it (ingest calls it first otherwise).
         self.checked_index: str | None = None
+        #: Targets seen written to (no initial load is possible there any more: storage._indexing.bulk_load);
+        #: forgotten when this client deletes or creates the alias's indices.
+        self.written: set[str] = set()
 
     @property
     def backend(self) -> Backend:
@@ -81,12 +86,21 @@ class IndexManager:
         existing = await self._get_index(alias)
         created = existing is None
         if existing is None:
+            self.written.discard(alias)
             name = versioned_index_name(alias, 1)
             await self._create(name, aliases={alias: {"is_write_index": True}})
             existing = await self._get_index(alias)
             if existing is None:  # pragma: no cover - deleted between our calls
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
+        if (record := unfinished_bulk_load(existing[write_index])) is not None:
+            b.events.emit(
+                30,
+                f"a bulk load of {write_index} started {record.get('started')} has not ended: its refresh is off "
+                "until it does (if the process running it is gone, client.indices.end_bulk_load() restores it)",
+                "index.bulk_load_unfinished",
+                {"index.name": write_index},
+            )
         props = existing[write_index].setdefault("mappings", {}).setdefault("properties", {})
         added = {k: v for k, v in (("content_hash", CONTENT_HASH), ("payload", PAYLOAD)) if k not in props}
         if added:  # an index made before documents carried their content hash, or a payload
@@ -184,6 +198,7 @@ class IndexManager:
         if current:
             await b.es_call(lambda: b.es.indices.delete(index=",".join(current)))
         self.checked_index = None
+        self.written.clear()
 
     async def refresh(self, index: str | None = None) -> None:
         await self._b.es_call(lambda: self._b.es.indices.refresh(index=index or self.alias))
@@ -375,8 +390,10 @@ class IndexManager:
         b = self._b
         s, emb = b.settings, embedder or b.embedder
         analyzer = analyzer or s.analyzer
+        server = await self._check_server()
         body = index_body(
-            vector_index=vector_index_for(await self._check_server()),
+            vector_index=vector_index_for(server),
+            vectors_in_source=vectors_in_source_for(server),
             dimensions=emb.dimensions,
             normalized=emb.normalized,
             model_id=emb.model_id,
@@ -404,6 +421,14 @@ class IndexManager:
                 "installs its English subset), or set ES_ANALYZER=standard for an unstemmed index."
             )
         raise ConfigurationError(f"could not create index {name}: {reason}")
+
+    async def write_index_info(self, target: str) -> tuple[str, dict[str, Any]]:
+        """The concrete index ``target`` (an index or alias) writes to, and its get-index entry."""
+        found = await self._get_index(target)
+        if not found:
+            raise IndexNotFound(f"index {target} does not exist (ensure_index() creates the client's alias)")
+        name = write_index_of(target, found)
+        return name, found[name]
 
     async def _get_index(self, name: str) -> dict[str, Any] | None:
         b = self._b

@@ -31,6 +31,7 @@ from .._transport.translate import map_provider_error
 from .._types.models import FailedDocument, IndexProgress, IndexReport, content_hash, embedding_text
 from .._types.requests import IngestRequest, ProgressCallback
 from ..passages import PassagePlan, PassageSetting, Span, plan_passages
+from .bulk_load import MERGE_MIN_DOCUMENTS, BulkLoad, begin_bulk_load, end_bulk_load, ever_written
 from .changes import held_while_blocked
 from .indices import IndexManager
 from .intake import Intake, Outcomes, Record, bulk_failure, embedding_failure, transport_failure
@@ -91,15 +92,26 @@ class Ingester:
         if self._indices.checked_index is None and index is None:
             await self._indices.ensure_index()
         outcomes = Outcomes()
-        await self.write(
-            intake.batches(b.settings.embed_batch_size),
-            target,
-            outcomes,
-            intake=intake,
-            progress=request.progress,
-            overwrite=request.overwrite,
-        )
+        load = await self._bulk_load(target, request.bulk_load)
+        try:
+            await self.write(
+                intake.batches(b.settings.embed_batch_size),
+                target,
+                outcomes,
+                intake=intake,
+                progress=request.progress,
+                overwrite=request.overwrite,
+                load=load,
+            )
+        except BaseException:
+            if load is not None:  # (the refresh restored, whatever failed; the original error goes on)
+                with contextlib.suppress(Exception):
+                    await end_bulk_load(b, load, merge=False)
+            raise
         failed = [*intake.invalid, *outcomes.failed]
+        if load is not None:
+            merge = request.bulk_load is True or len(outcomes.indexed) >= MERGE_MIN_DOCUMENTS
+            await end_bulk_load(b, load, merge=merge and bool(outcomes.indexed))
         if intake.invalid:
             b.events.emit(
                 30,
@@ -116,6 +128,7 @@ class Ingester:
             duplicates=intake.duplicates,
             unchanged=outcomes.unchanged,
             seconds=time.perf_counter() - started,
+            bulk_load=load is not None,
         )
         b.events.emit(
             20 if report.ok and intake.error is None else 30,
@@ -138,6 +151,22 @@ class Ingester:
             ) from intake.error
         return report
 
+    async def _bulk_load(self, target: str, asked: bool | None) -> BulkLoad | None:
+        """A bulk load of ``target`` when asked (True: its failure to start raises), or by default when nothing
+        was ever written to it (a failed look then writes as usual: the write reports what Elasticsearch did).
+        A target once seen written to is remembered: a stream of small writes pays one look."""
+        if asked is False or (asked is None and target in self._indices.written):
+            return None
+        try:
+            if asked is None and await ever_written(self._b, target):
+                self._indices.written.add(target)
+                return None
+            return await begin_bulk_load(self._b, *await self._indices.write_index_info(target))
+        except SearchError:
+            if asked:
+                raise
+            return None
+
     async def write(
         self,
         batches: Iterable[list[Record]],
@@ -149,6 +178,7 @@ class Ingester:
         embedder: Embedder | None = None,
         stack: Resilience | None = None,
         overwrite: bool = True,
+        load: BulkLoad | None = None,
     ) -> None:
         """Embed the records of ``batches`` (read one batch at a time: a generator of any length is read with
         flat memory; with ``embedder`` through ``stack``, default the client's) while earlier ones are
@@ -158,7 +188,8 @@ class Ingester:
         Into a target that records content hashes, a record it holds already with the same content is neither
         embedded nor written (indexed, and apart as unchanged). ``intake``: where the batches come from (its
         repeated ids and its invalid documents count in the progress). ``overwrite=False``: Elasticsearch's
-        ``create`` (a document the target holds fails with reason ``exists``)."""
+        ``create`` (a document the target holds fails with reason ``exists``). ``load``: the bulk load this
+        write is (told of each bulk request's documents)."""
         b = self._b
         info = await b.metadata.read_target(target)
         model = (embedder or b.embedder).model_id
@@ -270,6 +301,8 @@ class Ingester:
                     else:
                         outcomes.fail(records[doc_id], bulk_failure(doc_id, info))
                 report_progress()
+                if load is not None:
+                    await load.written(b, len(outcomes.indexed))
 
         producer = asyncio.create_task(produce(), name="storage-embed-producer")
         try:

@@ -124,16 +124,27 @@ def group_ids(order: Sequence[str], value_of: Callable[[str], str | None], per_g
     ]
 
 
+def head_vector(hit: Mapping[str, Any]) -> Sequence[float] | None:
+    """A leg hit's head vector: from ``_source`` or from its doc values (``fields``: one vector, as a list
+    of floats or wrapped in a list, depending on the server version), None when it has none."""
+    vector = hit.get("_source", {}).get("embedding")
+    if vector is None:
+        values = hit.get("fields", {}).get("embedding")
+        vector = values[0] if values and isinstance(values[0], list) else values
+    return vector or None
+
+
 def arranged_page(
     plan: Plan, ranked: Ranked, hits: Mapping[str, Mapping[str, Any]]
 ) -> tuple[list[tuple[Provenance, float | None]], list[Group] | None]:
     """The page (provenance and rerank score of each hit shown) and, when grouping, its groups. ``hits``:
-    each candidate's leg hit (its ``fields`` and, for diversity, its ``_source.embedding``)."""
+    each candidate's leg hit (its ``fields``: the grouping field's value; for diversity its head vector,
+    :func:`head_vector`)."""
     wanted = len(ranked.fused) if plan.group_by is not None else max(MMR_WINDOW, plan.offset + plan.limit)
     order = ranked_ids(ranked, min(wanted, len(ranked.fused)))
     if plan.diversity > 0.0:
         head, rest = order[:MMR_WINDOW], order[MMR_WINDOW:]
-        vectors = {i: (hits.get(i) or {}).get("_source", {}).get("embedding") for i in head}
+        vectors = {i: head_vector(hits.get(i) or {}) for i in head}
         relevance = _relevance(ranked, head)
         order = mmr_order(head, {k: v for k, v in vectors.items() if v}, plan.diversity, relevance) + rest
     groups: list[Group] | None = None

@@ -87,6 +87,7 @@ class Engine:
             passages=target.searches_passages,
             passage_text=target.passage_text and target.searches_passages,
             head_vectors=target.head_vectors,
+            vectors_in_source=target.vectors_in_source,
             metadata_types=(await self._metadata_types(request, target.metadata_types))
             if request.facets
             else target.metadata_types,

@@ -89,6 +89,9 @@ class Plan:
     per_group: int = 1
     #: Maximal marginal relevance over the ranked window (0: off).
     diversity: float = 0.0
+    #: Where the diversity stage reads each candidate's head vector: ``_source`` (every index of the target
+    #: keeps it there), else its doc values (storage._dsl.mapping.vectors_in_source_for).
+    vectors_in_source: bool = True
     #: Every shown hit's similarity, the kNN leg's or measured for the hits it did not reach.
     similarities: bool = False
     #: The caller's query vector (searched instead of the embedded text), its length checked by the engine.
@@ -133,13 +136,14 @@ def plan_search(
     passages: bool = False,
     passage_text: bool = False,
     head_vectors: bool = True,
+    vectors_in_source: bool = True,
     metadata_types: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion.setting.configured_fusion``); ``passages``: the target is
     read in passages (``passage_text``: and holds their text; ``head_vectors``: with every head indexed flat,
-    storage._dsl.mapping); ``metadata_types``: its ``metadata.<key>``
-    mappings (for facets)."""
+    storage._dsl.mapping); ``vectors_in_source``: its indices keep their vectors in ``_source``;
+    ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -235,6 +239,7 @@ def plan_search(
         group_by=_group_by(r.group_by, r.per_group),
         per_group=r.per_group,
         diversity=_diversity(r.diversity),
+        vectors_in_source=vectors_in_source,
         similarities=_similarities(r.similarities, legs),
         query_vector=query_vector,
     )

@@ -267,11 +267,13 @@ def bm25_body(plan: Plan) -> dict[str, Any]:
 
 def _arranging(plan: Plan, body: dict[str, Any]) -> dict[str, Any]:
     """What the arrange stage needs of each candidate, brought by the legs: the grouping field's value (a
-    doc value) and, for diversity, the document's vector."""
+    doc value) and, for diversity, the document's head vector (from ``_source`` or its doc values)."""
     if plan.group_by is not None:
         body["docvalue_fields"] = [*body.get("docvalue_fields", ()), plan.group_by]
-    if plan.diversity > 0.0:
+    if plan.diversity > 0.0 and plan.vectors_in_source:
         body["source"] = {"includes": ["embedding"]}
+    elif plan.diversity > 0.0:  # (vectors left out of _source: their doc values, Elasticsearch 8.17+)
+        body["docvalue_fields"] = [*body.get("docvalue_fields", ()), "embedding"]
     return body
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from cachetools import LRUCache
 from elasticsearch import AsyncElasticsearch
 
-from .._dsl.mapping import index_meta, stored_passages
+from .._dsl.mapping import index_meta, stored_passages, vectors_in_source
 from .._errors import AccessDenied
 from .._fusion.setting import FusionSetting, stored_setting
 from .._observability.tracing import without_request_spans
@@ -86,6 +86,9 @@ class TargetInfo:
     long_documents: bool = True
     #: The embedding model its newest index records (what writes to it must embed with), or None.
     model_id: str | None = None
+    #: Every index of the target keeps its head vectors in ``_source`` (built before mapping version 2 / 5, or
+    #: on a server before 8.17), so a stage that needs them reads them there; else from their doc values.
+    vectors_in_source: bool = True
 
     @property
     def searches_passages(self) -> bool:
@@ -117,6 +120,7 @@ def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> 
         writes_nested_heads=_has_passages(mappings[newest]) and not _has_head_vector(mappings[newest]),
         long_documents=long_documents,
         model_id=str(model) if model is not None else None,
+        vectors_in_source=all(vectors_in_source(info) for info in mappings.values()),
     )
 
 

@@ -145,6 +145,9 @@ class IndexReport(BaseModel):
     #: nor written again (a re-run of an interrupted ingest embeds only what is missing).
     unchanged: list[str] = Field(default_factory=list)
     seconds: float = 0.0
+    #: The call ran as a bulk load: the index's refresh was off while it wrote, then restored (and the index
+    #: merged, when asked or large: ``index_documents(bulk_load=...)``).
+    bulk_load: bool = False
 
     @property
     def ok(self) -> bool:

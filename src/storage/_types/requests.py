@@ -164,3 +164,7 @@ class IngestRequest(_Arguments):
     #: False: write only documents whose id the index does not hold (Elasticsearch's ``create``: atomic, so two
     #: writers racing on one id cannot both win); one it holds is reported failed with reason ``exists``.
     overwrite: bool = True
+    #: True: write as a bulk load (refresh off while writing, restored, then merged to one segment per shard);
+    #: None: when nothing was ever written to the index (an initial load; merged from 10,000 documents);
+    #: False: never (storage._indexing.bulk_load).
+    bulk_load: bool | None = None
