@@ -12,10 +12,17 @@ has no passages and scores by its head, its whole text, in every variant). A lon
 - ``p×β``: the better of the head's and the best passage's score times β (``dis_max``, the passage query
   boosted by β: a passage must beat the head by a margin to decide);
 - ``tie_0.3``: the better one plus 0.3 of the other (``dis_max`` ``tie_breaker``);
-- ``sum``: both added (``bool.should``: the layout before version 4).
+- ``sum``: both added (``bool.should``: the layout before version 4);
+- ``passage``: the best passage only (a document without passages is not in this list);
+- ``lists``: two rankings of the leg's own, fused by rank (RRF, the fusion's k): the head's (``whole`` /
+  ``head``) and ``better_of``'s — a long document's passages can lift it, but only as far as one list of two.
+
+``four lists`` fuses the four rankings (both legs' head and ``better_of`` lists) at once.
 
 Every BM25 variant is fused with every kNN variant by the fusion in force (RRF, k 10): nDCG@10 of each leg
-and of the hybrid, beside head-only's.
+and of the hybrid, beside head-only's — and the product's own legs on the passages index (``leg_rankings``:
+head first where the index's long documents agree with their heads, else the better of), with the median
+agreement its writes recorded.
 
     .venv/bin/python bench/long_legs.py --sets manpages lisa-x10 scifact-x10 scifact
 
@@ -39,6 +46,7 @@ from output import each_set, save
 from storage import SearchClient, SearchSettings
 from storage._dsl.queries import bm25_request, knn_query_request  # (the product's clauses, recombined)
 from storage._dsl.tenancy import every_tenant
+from storage._fusion.methods import fused_list
 from storage.evaluation import fuse_top, load_beir, measure
 from storage.local_es import url_or_local
 
@@ -56,6 +64,7 @@ def _boosted(clause: Clause, boost: float) -> Clause:
 def _variants(first: str) -> dict[str, Combine]:
     return {
         first: lambda head, best: head,
+        "passage": lambda head, best: best,
         "better_of": lambda head, best: {"dis_max": {"queries": [head, best]}},
         "p×0.9": lambda head, best: {"dis_max": {"queries": [head, _boosted(best, 0.9)]}},
         "p×0.7": lambda head, best: {"dis_max": {"queries": [head, _boosted(best, 0.7)]}},
@@ -94,6 +103,11 @@ def knn_clauses(vector: list[float]) -> tuple[Clause, Clause]:
     return head, best
 
 
+def equal_rrf(lists: dict[str, tuple[list[str], list[float]]], k: int, n: int = 10) -> list[str]:
+    """The first ``n`` ids of ``lists`` fused by RRF with equal weights."""
+    return fused_list(lists, method="rrf", k=k, weights=dict.fromkeys(lists, 1.0)).top_ids(n)
+
+
 async def build(url: str, name: str, layout: str) -> SearchClient:
     data = load_beir(folder(name))
     settings = SearchSettings(
@@ -118,9 +132,14 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
         out: dict[str, Any] = {"set": name, "documents": len(data.documents), "queries": len(queries)}
         lists: dict[str, dict[str, Any]] = {q: {} for q in queries}
         es = passages.elasticsearch
+        status = (await passages.health()).index  # (a fresh look: the agreement its writes recorded)
+        out["agreement"] = status.passage_agreement
+        out["head_first"] = status.long_documents_head_first
         for qid, text in queries.items():
             for leg, hits in (await head.leg_rankings(text, window=WINDOW)).items():
                 lists[qid][f"head_{leg}"] = ([h.id for h in hits], [h.score for h in hits])
+            for leg, hits in (await passages.leg_rankings(text, window=WINDOW)).items():
+                lists[qid][f"product_{leg}"] = ([h.id for h in hits], [h.score for h in hits])
             vector = list(await passages.embedder.embed_query(text))
             for leg, (first, second), variants in (
                 ("bm25", bm25_clauses(text), BM25),
@@ -130,6 +149,11 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
                     body = {"query": combine(first, second), "size": WINDOW, "_source": False}
                     hits = (await es.search(index=passages.index, **body))["hits"]["hits"]
                     lists[qid][f"{leg}:{variant}"] = ([h["_id"] for h in hits], [h["_score"] for h in hits])
+                # Two lists of the leg's own, fused by rank: the head's ranking and the best passage's.
+                first_list = lists[qid][f"{leg}:{next(iter(variants))}"]
+                pair = {"head": first_list, "passage": lists[qid][f"{leg}:better_of"]}
+                ids = equal_rrf(pair, setting.k, WINDOW)
+                lists[qid][f"{leg}:lists"] = (ids, [1.0 / (n + 1) for n in range(len(ids))])
 
         def ndcg(pick: Callable[[dict[str, Any]], list[str]]) -> float:
             return round(measure(qrels, {q: pick(lists[q])[:10] for q in queries})[0], 4)
@@ -142,9 +166,22 @@ async def measure_set(url: str, name: str) -> dict[str, Any]:
             "knn": ndcg(lambda x: x["head_knn"][0]),
             "hybrid": hybrid("head_bm25", "head_knn"),
         }
-        out["bm25"] = {v: ndcg(lambda x, v=v: x[f"bm25:{v}"][0]) for v in BM25}
-        out["knn"] = {v: ndcg(lambda x, v=v: x[f"knn:{v}"][0]) for v in KNN}
-        out["hybrid"] = {f"{b} + {k}": hybrid(f"bm25:{b}", f"knn:{k}") for b in BM25 for k in KNN}
+        out["product"] = {
+            "bm25": ndcg(lambda x: x["product_bm25"][0]),
+            "knn": ndcg(lambda x: x["product_knn"][0]),
+            "hybrid": hybrid("product_bm25", "product_knn"),
+        }
+        out["bm25"] = {v: ndcg(lambda x, v=v: x[f"bm25:{v}"][0]) for v in [*BM25, "lists"]}
+        out["knn"] = {v: ndcg(lambda x, v=v: x[f"knn:{v}"][0]) for v in [*KNN, "lists"]}
+        out["hybrid"] = {
+            f"{b} + {k}": hybrid(f"bm25:{b}", f"knn:{k}") for b in [*BM25, "lists"] for k in [*KNN, "lists"]
+        }
+        out["hybrid"]["four lists"] = ndcg(
+            lambda x: equal_rrf(
+                {"bw": x["bm25:whole"], "bp": x["bm25:better_of"], "kh": x["knn:head"], "kp": x["knn:better_of"]},
+                setting.k,
+            )
+        )
         return out
     finally:
         for client in (head, passages):
@@ -161,11 +198,20 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"\n{r['set']} ({r['documents']} docs, {r['queries']} queries): head-only BM25 {h['bm25']:.4f}, "
             f"kNN {h['knn']:.4f}, hybrid {h['hybrid']:.4f}"
         )
+        p = r["product"]
+        out.append(
+            f"  the product (passages, read {'head first' if r['head_first'] else 'by the better of'}; median "
+            f"agreement {r['agreement']}): BM25 {p['bm25']:.4f}, kNN {p['knn']:.4f}, hybrid {p['hybrid']:.4f}"
+        )
         out.append("  BM25: " + ", ".join(f"{v} {x:.4f}" for v, x in r["bm25"].items()))
         out.append("  kNN: " + ", ".join(f"{v} {x:.4f}" for v, x in r["knn"].items()))
         best = sorted(r["hybrid"].items(), key=lambda kv: -kv[1])[:5]
         out.append("  hybrid best: " + ", ".join(f"{v} {x:.4f}" for v, x in best))
         out.append("  hybrid today (better_of + better_of): " + f"{r['hybrid']['better_of + better_of']:.4f}")
+        out.append(
+            f"  hybrid two lists per leg: {r['hybrid']['lists + lists']:.4f}, "
+            f"four lists: {r['hybrid']['four lists']:.4f}"
+        )
     return "\n".join(out)
 
 

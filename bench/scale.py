@@ -180,7 +180,9 @@ async def recall(client: SearchClient, qs: list[str], qv: dict[str, list[float]]
     return round(statistics.fmean(found), 4)
 
 
-async def measure(url: str, sizes: list[int], base: int, noise: float) -> list[dict[str, Any]]:
+async def measure(
+    url: str, sizes: list[int], base: int, noise: float, only: list[str] | None = None
+) -> list[dict[str, Any]]:
     texts = base_texts(base)
     cached = embedder()
     vectors = np.asarray(await cached.embed_documents(texts), dtype=np.float32)
@@ -193,6 +195,8 @@ async def measure(url: str, sizes: list[int], base: int, noise: float) -> list[d
         for size in sizes:
             all_vectors = extended(vectors, size, noise)
             for name, options in layouts_for(server).items():
+                if only and name not in only:
+                    continue
                 index = f"bench-scale-{size}-{name}"
                 writes_s, merge_s = await build(es, index, options, all_vectors, texts, cached.model_id)
                 stats = (await es.indices.stats(index=index, metric="store,docs")).body["_all"]["primaries"]
@@ -247,10 +251,12 @@ def main() -> None:
     parser.add_argument("--base", type=int, default=50_000)
     parser.add_argument("--noise", type=float, default=0.02)
     parser.add_argument("--heap", default="1g")
+    parser.add_argument("--layouts", nargs="+", help="only these (int8_hnsw, int4_hnsw, bbq_hnsw)")
+    parser.add_argument("--results", default="scale.json", help="file name in bench/results")
     args = parser.parse_args()
     with url_or_local("bench-scale", heap=args.heap) as url:
-        rows = asyncio.run(measure(url, args.sizes, args.base, args.noise))
-    save(rows, "scale.json", table)
+        rows = asyncio.run(measure(url, args.sizes, args.base, args.noise, args.layouts))
+    save(rows, args.results, table)
 
 
 if __name__ == "__main__":

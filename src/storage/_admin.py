@@ -15,7 +15,7 @@ from typing import Any
 from embeddings import Embedder
 
 from ._dsl.filters import FilterInput
-from ._fusion.setting import FusionSetting, FusionSource
+from ._fusion.setting import FusionInForce, FusionSetting
 from ._indexing.bulk_load import end_unfinished
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
@@ -82,7 +82,7 @@ class Indices:
         refresh interval restored as it was, refreshed. False when no bulk load was left unfinished."""
         return await end_unfinished(self._m.backend, *await self._m.write_index_info(self._m.alias))
 
-    async def fusion_in_force(self) -> tuple[FusionSetting, dict[str, FusionSource]]:
+    async def fusion_in_force(self) -> FusionInForce:
         """The fusion a search of the alias uses when the call passes none (read now), and where each of its
         parameters comes from (``settings``, ``index``: stored with it, ``default``)."""
         return await self._engine.fusion_in_force()

@@ -3,10 +3,20 @@
 
 ``fuse(legs, method=..., k=..., weights=...)`` fuses each leg's ranked :class:`LegHit` list into
 :class:`FusedHit` objects; a :class:`FusionSetting` names a method and its parameters (what ``tune`` stores
-with an index), and :data:`FusionSource` says where a search's parameter came from.
+with an index), :data:`FusionSource` says where a search's parameter came from, and
+:class:`FusionInForce` is what ``client.indices.fusion_in_force()`` answers: the setting and those sources.
 """
 
 from ._fusion.methods import DEFAULT_RRF_K, FusedHit, FusionMethod, LegHit, fuse
-from ._fusion.setting import FusionSetting, FusionSource
+from ._fusion.setting import FusionInForce, FusionSetting, FusionSource
 
-__all__ = ["DEFAULT_RRF_K", "FusedHit", "FusionMethod", "FusionSetting", "FusionSource", "LegHit", "fuse"]
+__all__ = [
+    "DEFAULT_RRF_K",
+    "FusedHit",
+    "FusionInForce",
+    "FusionMethod",
+    "FusionSetting",
+    "FusionSource",
+    "LegHit",
+    "fuse",
+]

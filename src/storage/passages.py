@@ -23,18 +23,24 @@ A document whose text fits in the window has no passages: its head is all of it 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AGREEMENT_MIN_DOCUMENTS",
+    "AGREEMENT_THRESHOLD",
     "DEFAULT_OVERLAP",
     "DEFAULT_TOKENS",
+    "HEAD_FIRST_PASSAGE_WEIGHT",
+    "Agreement",
     "Found",
     "PassagePlan",
     "PassageSetting",
     "Span",
+    "agreement",
     "best_passages",
     "plan_passages",
     "sentence_starts",
@@ -224,3 +230,72 @@ def best_passages(
         if found >= shown:
             break
     return out
+
+
+# -- how far a long document's passages agree with its head ----------------------------------------------------
+
+#: A collection whose long documents' median :func:`agreement` is at least this is read **head first**: its long
+#: documents are about one topic that their heads already say (a manual page, an article), and the best of
+#: many passages is a maximum over many chances that lifts a document by luck. Measured through the ingest
+#: (docs/benchmarks.md, "passage agreement"): single-topic collections 0.66 (the Linux manual) and 0.93
+#: (SciFact's long abstracts), reports joining many topics 0.37-0.40; the threshold sits midway between the
+#: kinds, not on one set.
+AGREEMENT_THRESHOLD = 0.55
+#: A median of fewer long documents decides nothing (the better of, as before): a handful of long documents
+#: among short ones is what passages are added for, and one document is not a collection.
+AGREEMENT_MIN_DOCUMENTS = 16
+#: Head first: a long document's best passage counts at this weight against its head in the kNN leg (it must
+#: beat the head by a margin to decide: a needle deep in a long text is still found), and BM25 reads the
+#: whole text only. Otherwise (reports of many topics) the better of head and best passage, each in full.
+HEAD_FIRST_PASSAGE_WEIGHT = 0.9
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+    return dot / norms if norms else 0.0
+
+
+def agreement(head: Sequence[float], passages: Sequence[Sequence[float]], background: float) -> float | None:
+    """How far a long document's passages say what its head says: (mean cosine of its passages after the
+    first with its head − ``background``) / (its first passage's cosine with its head − ``background``), where
+    ``background`` is the cosine of two unrelated documents' heads under the same model (what makes the figure
+    mean the same for every model). About 1: one topic throughout; about 0: its passages are as far from its
+    head as other documents are. None for fewer than two passages, or a first passage no closer to its head
+    than the background (nothing to measure against). Pure."""
+    if len(passages) < 2:
+        return None
+    first = _cosine(passages[0], head) - background
+    if first <= 1e-6:
+        return None
+    later = sum(_cosine(p, head) for p in passages[1:]) / (len(passages) - 1)
+    return (later - background) / first
+
+
+class Agreement:
+    """One model's agreement figures: the background (the median cosine between the heads of the first
+    :attr:`SAMPLE` documents embedded with it, once there are two) and each long document's
+    :func:`agreement`. Kept by an ingester per model: a property of the model, not of a request. Pure."""
+
+    SAMPLE = 48
+
+    def __init__(self) -> None:
+        self._heads: list[Sequence[float]] = []
+        self._background: float | None = None
+
+    def saw(self, documents: Sequence[Sequence[Sequence[float]]]) -> None:
+        """The vectors of documents just embedded (each: its head's, then its passages')."""
+        room = self.SAMPLE - len(self._heads)
+        if room <= 0 or not documents:
+            return
+        self._heads += [vectors[0] for vectors in documents[:room]]
+        pairs = sorted(_cosine(a, b) for i, a in enumerate(self._heads) for b in self._heads[i + 1 :])
+        self._background = pairs[len(pairs) // 2] if pairs else None
+
+    def of(self, vectors: Sequence[Sequence[float]]) -> float | None:
+        """A document's agreement (``vectors``: its head's, then its passages'), rounded to three places; None
+        for a document without two passages, or before the background is known."""
+        if self._background is None or len(vectors) < 3:
+            return None
+        found = agreement(vectors[0], vectors[1:], self._background)
+        return None if found is None else round(found, 3)

@@ -99,6 +99,11 @@ def test_an_index_with_flat_heads_scores_a_document_by_the_better_of_its_head_an
     old = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, head_vectors=False)
     assert old["knn"]["field"] == "passages.vector"
     assert old["knn"]["inner_hits"]["size"] == 3
+    assert "boost" not in nested["nested"]
+    # Head first (the index's long documents agree with their heads): the best passage counts at a weight.
+    first = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, passage_weight=0.9)
+    assert first["query"]["dis_max"]["queries"][1]["nested"]["boost"] == 0.9
+    assert "boost" not in first["query"]["dis_max"]["queries"][0]["knn"]
 
 
 def test_the_shown_hits_passages_come_with_the_fetch_found_among_their_own_not_for_every_candidate() -> None:

@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.passages import PassageSetting, plan_passages, sentence_starts, split
+from storage._transport.targets import TargetInfo
+from storage.passages import (
+    AGREEMENT_MIN_DOCUMENTS,
+    AGREEMENT_THRESHOLD,
+    Agreement,
+    PassageSetting,
+    agreement,
+    plan_passages,
+    sentence_starts,
+    split,
+)
 
 _PIECE = re.compile(r"\w{1,4}|[^\w\s]")
 
@@ -81,3 +91,44 @@ def test_sentence_starts_and_the_setting_round_trip() -> None:
         PassageSetting(tokens=100, overlap=80)
     with pytest.raises(ValueError, match="not a passage setting"):
         PassageSetting.from_meta({"tokens": 10})
+
+
+def _unit(*xs: float) -> list[float]:
+    norm = sum(x * x for x in xs) ** 0.5
+    return [x / norm for x in xs]
+
+
+def test_agreement_is_about_one_for_one_topic_and_about_zero_for_passages_as_far_as_other_documents() -> None:
+    head = _unit(1, 0, 0, 0)
+    first = _unit(1, 0.1, 0, 0)  # the first passage says what the head says
+    same = [_unit(1, 0.1, 0.05, 0), _unit(1, 0, 0.1, 0)]
+    other = [_unit(0.3, 0, 1, 0), _unit(0.3, 0, 0, 1)]  # as far from the head as another document is
+    background = 0.287  # (cosine of two unrelated heads under this "model")
+    one_topic = agreement(head, [first, *same], background)
+    many = agreement(head, [first, *other], background)
+    assert one_topic is not None
+    assert one_topic > 0.9
+    assert many is not None
+    assert abs(many) < 0.05
+    assert agreement(head, [first], background) is None  # one passage: nothing to compare
+    assert agreement(head, [_unit(0, 1, 0, 0), first], 0.5) is None  # a first passage no closer than background
+
+
+def test_an_ingest_call_measures_agreement_once_it_has_seen_two_documents() -> None:
+    measure = Agreement()
+    long = [_unit(1, 0, 0, 0), _unit(1, 0.1, 0, 0), _unit(1, 0, 0.1, 0)]
+    measure.saw([long])
+    assert measure.of(long) is None  # one document: nothing to tell "unrelated" by yet
+    measure.saw([[_unit(0, 1, 0, 0), _unit(0, 1, 0.1, 0)]])
+    found = measure.of(long)
+    assert found is not None
+    assert found > AGREEMENT_THRESHOLD
+    assert measure.of(long[:2]) is None  # a head and one passage: not a long document's figure
+
+
+def test_a_target_whose_long_documents_agree_is_read_head_first() -> None:
+    enough = AGREEMENT_MIN_DOCUMENTS
+    assert not TargetInfo(passages=True, agreement=None).head_first  # not measured: the better of, in full
+    assert not TargetInfo(passages=True, agreement=AGREEMENT_THRESHOLD - 0.01, agreement_documents=enough).head_first
+    assert TargetInfo(passages=True, agreement=AGREEMENT_THRESHOLD, agreement_documents=enough).head_first
+    assert not TargetInfo(passages=True, agreement=0.9, agreement_documents=enough - 1).head_first  # too few

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage import SearchSettings
-from storage._fusion.setting import FusionSetting, InForce, configured_fusion
+from storage._fusion.setting import FusionInForce, FusionSetting, configured_fusion
 from storage._search.plan import plan_search
 from storage.evaluation._statistics import cross_validate, default_grid, fold_of, fuse_top, paired_test
 from storage.types import SearchRequest
@@ -95,13 +95,15 @@ def test_a_stored_setting_round_trips_and_a_broken_one_is_refused() -> None:
             FusionSetting.from_meta(broken)
 
 
-def _below(settings: SearchSettings, stored: FusionSetting | None) -> InForce:
+def _below(settings: SearchSettings, stored: FusionSetting | None) -> FusionInForce:
     return configured_fusion(settings.fusion_setting(), settings.fusion_explicit(), stored)
 
 
 def test_precedence_call_over_settings_over_the_index_over_defaults() -> None:
     plain = SearchSettings()
-    setting, sources = _below(plain, None)
+    in_force = _below(plain, None)
+    assert (in_force.setting, in_force.sources) == tuple(in_force)  # named, and unpacks as a pair
+    setting, sources = in_force
     assert setting == FusionSetting()
     assert set(sources.values()) == {"default"}
     setting, sources = _below(plain, STORED)

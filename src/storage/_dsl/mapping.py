@@ -17,6 +17,7 @@ __all__ = [
     "DYNAMIC_TEMPLATES",
     "INDEX_VERSION_WIDTH",
     "METADATA_VALUE",
+    "PASSAGE_AGREEMENT",
     "PAYLOAD",
     "building_versions",
     "index_body",
@@ -54,9 +55,13 @@ DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
 #: head vector indexed flat (``embedding``) and only a document longer than the model's window has passages
 #: (a short document costs what it costs without passages); 1 -> 2 and 4 -> 5: vectors left out of
 #: ``_source`` on servers that give them back from doc values (:func:`vectors_in_source_for`; an index of an
-#: earlier version, or built on an older server, keeps them there and is read from there).
+#: earlier version, or built on an older server, keeps them there and is read from there); 6: each long
+#: document's ``passage_agreement`` (a doc value: how a search reads the index's long documents).
 MAPPING_VERSION = 2
-PASSAGES_MAPPING_VERSION = 5
+PASSAGES_MAPPING_VERSION = 6
+#: How far a long document's passages agree with its head (``storage.passages.agreement``): a doc value the
+#: search reads the median of, never searched.
+PASSAGE_AGREEMENT: dict[str, Any] = {"type": "half_float", "index": False}
 #: ``_meta.reembed.state`` of a version a reembed is building (``complete`` once it is checked and aliased).
 BUILDING = "building"
 
@@ -173,7 +178,9 @@ def index_body(
       Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
       the text; ``vector``; the head's first): the kNN leg scores a document by the better of its head and
       its best passage (``storage._dsl.queries.knn_request``). Each passage's text is indexed too (BM25 scores
-      a long document by the better of its whole text and its best passage: ``bm25_request``).
+      a long document by the better of its whole text and its best passage: ``bm25_request``). Each long
+      document's ``passage_agreement`` decides how: where the index's long documents agree with their heads
+      (the median at least ``storage.passages.AGREEMENT_THRESHOLD``) they are read head first.
     - Vectors (the head's and the passages') and passage texts are left out of ``_source`` (the offsets
       stay): stored as JSON, vectors were three quarters of a head-only index's bytes, and a long document's
       passage vectors made its ``_source`` ten times larger and every fetch of it slower. The head vector
@@ -222,6 +229,7 @@ def index_body(
                 "text": text_field,
             },
         }
+        properties["passage_agreement"] = PASSAGE_AGREEMENT
         excludes += ["passages.vector", "passages.text"]
     if excludes:
         mappings["_source"] = {"excludes": excludes}

@@ -35,9 +35,16 @@ __all__ = [
 #: per term on every one (SciFact nDCG@10 0.633 -> 0.691).
 BM25_FIELDS: tuple[str, ...] = ("title", "text")
 TIE_BREAKER = 0.5
-#: What a read of a document leaves out of its ``_source``: vectors, and a long document's passages' texts
-#: (their offsets stay: storage._search.enrich cuts the passages shown from the document's text).
-SOURCE_EXCLUDES: tuple[str, ...] = ("embedding", "passages.vector", "passages.text", "passages.title")
+#: What a read of a document leaves out of its ``_source``: vectors, a long document's passages' texts (their
+#: offsets stay: storage._search.enrich cuts the passages shown from the document's text) and its agreement
+#: (the index's own figure, storage.passages: not the caller's document).
+SOURCE_EXCLUDES: tuple[str, ...] = (
+    "embedding",
+    "passages.vector",
+    "passages.text",
+    "passages.title",
+    "passage_agreement",
+)
 _SOURCE = {"excludes": list(SOURCE_EXCLUDES)}
 #: A total order for paging on a point-in-time: score, then the PIT's own cheap tiebreaker.
 PIT_SORT: list[dict[str, str]] = [{"_score": "desc"}, {"_shard_doc": "asc"}]
@@ -239,6 +246,7 @@ def knn_request(
     passages: int = 0,
     head_vectors: bool = True,
     inner_hits: bool = True,
+    passage_weight: float = 1.0,
 ) -> dict[str, Any]:
     """Keyword arguments for ``AsyncElasticsearch.search``: approximate kNN, filters applied *during* the
     HNSW search (pre-filtering), so it returns ``k`` matching documents when that many exist. Ids and
@@ -250,10 +258,11 @@ def knn_request(
     flat field and the long documents' passages — in one request; before version 4 every vector is nested
     and one nested kNN section reads them all. Not ``inner_hits`` (with ``head_vectors``): the best passages
     are left to the fetch of the hits shown (:func:`fetch_request`'s ``passages_for``), not found for every
-    hit of the leg."""
+    hit of the leg. ``passage_weight`` (below 1: the index's long documents are read head first,
+    ``storage.passages``): what the best passage's score is multiplied by against the head's."""
     if passages and head_vectors:
         shown = passages if inner_hits else 0
-        query = _heads_and_passages(vector, scope, max(num_candidates, k), similarity, shown)
+        query = _heads_and_passages(vector, scope, max(num_candidates, k), similarity, shown, passage_weight)
         return _ids_only({"query": query, "size": k}, scope.doc_values)
     knn = _knn_section(vector, scope, k, num_candidates, passages=bool(passages))
     if passages:
@@ -291,11 +300,17 @@ def _knn_query(
 
 
 def _heads_and_passages(
-    vector: Sequence[float], scope: Scope, num_candidates: int, similarity: float | None, shown: int
+    vector: Sequence[float],
+    scope: Scope,
+    num_candidates: int,
+    similarity: float | None,
+    shown: int,
+    passage_weight: float = 1.0,
 ) -> dict[str, Any]:
     """A document's best vector, in an index whose heads are flat and whose long documents are nested: the
     heads' kNN query and the passages' (a document: its best passage, and its best ``shown`` passages as
-    inner hits; none when ``shown`` is 0), the better score of the two (``dis_max``: a maximum, not a sum)."""
+    inner hits; none when ``shown`` is 0), the better score of the two (``dis_max``: a maximum, not a sum),
+    the passage's times ``passage_weight``."""
     nested: dict[str, Any] = {
         "nested": {
             "path": "passages",
@@ -305,6 +320,8 @@ def _heads_and_passages(
     }
     if shown:
         nested["nested"]["inner_hits"] = _inner_hits(shown)
+    if passage_weight != 1.0:
+        nested["nested"]["boost"] = passage_weight
     heads = _knn_query("embedding", vector, scope, num_candidates, similarity)
     return {"dis_max": {"queries": [heads, nested]}}
 
@@ -318,11 +335,13 @@ def knn_query_request(
     similarity: float | None = None,
     passages: int = 0,
     head_vectors: bool = True,
+    passage_weight: float = 1.0,
 ) -> dict[str, Any]:
     """The ``knn`` *query* (not the top-level section): the ``depth`` nearest documents per shard as an
-    ordinary scored query, so a point-in-time walk can page through them with ``search_after``."""
+    ordinary scored query, so a point-in-time walk can page through them with ``search_after``
+    (``passage_weight``: as :func:`knn_request`'s)."""
     if passages and head_vectors:
-        query = _heads_and_passages(vector, scope, depth, similarity, passages)
+        query = _heads_and_passages(vector, scope, depth, similarity, passages, passage_weight)
     elif passages:  # a nested field's kNN query is asked through the nested query (a document: its best vector)
         inner = _knn_query(PASSAGE_VECTOR, vector, scope, depth, similarity)
         query = {

@@ -17,16 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from .._dsl.mapping import index_meta
 from .methods import DEFAULT_RRF_K, FusionMethod
 
 __all__ = [
     "DEFAULT_WINDOW",
+    "FusionInForce",
     "FusionSetting",
     "FusionSource",
-    "InForce",
     "configured_fusion",
     "fusion_in_force",
     "stored_setting",
@@ -35,9 +35,8 @@ __all__ = [
 #: Candidates per leg fused by default: the systems this replaces fetched 50 per leg, and on four collections
 #: no window beat it by more than the build-to-build noise (docs/benchmarks.md).
 DEFAULT_WINDOW = 50
-#: Where a search's fusion parameter came from, highest precedence first.
-#: Where a fusion parameter came from; ``limit``: the window widened to hold ``offset + limit`` (a call that
-#: asks for more results than the window, and passes no window of its own).
+#: Where a search's fusion parameter came from, highest precedence first; ``limit``: the window widened to
+#: hold ``offset + limit`` (a call that asks for more results than the window, and passes no window of its own).
 FusionSource = Literal["call", "settings", "index", "default", "limit"]
 #: The fusion parameters, each with what a stored or explicit setting names it.
 PARAMETERS: tuple[str, ...] = ("method", "k", "weights", "window")
@@ -85,11 +84,17 @@ class FusionSetting:
         return setting
 
 
-#: A fusion setting and where each of its parameters came from.
-InForce = tuple[FusionSetting, dict[str, FusionSource]]
+class FusionInForce(NamedTuple):
+    """The fusion a search uses and where each of its parameters came from (``sources``: ``method``, ``k``,
+    ``weights``, ``window`` -> :data:`FusionSource`). A tuple: ``setting, sources = ...`` unpacks it."""
+
+    setting: FusionSetting
+    sources: dict[str, FusionSource]
 
 
-def configured_fusion(configured: FusionSetting, explicit: frozenset[str], stored: FusionSetting | None) -> InForce:
+def configured_fusion(
+    configured: FusionSetting, explicit: frozenset[str], stored: FusionSetting | None
+) -> FusionInForce:
     """The fusion below the call: each parameter from the client's settings when set explicitly (its name in
     ``explicit``; ``configured`` holds their values), else the setting stored with the index, else the
     default (``configured``'s value, the settings' default). The same for every search of a client and a
@@ -110,17 +115,17 @@ def configured_fusion(configured: FusionSetting, explicit: frozenset[str], store
         knn_weight=weights.knn_weight,
         window=pick("window").window,
     )
-    return setting, sources
+    return FusionInForce(setting, sources)
 
 
 def fusion_in_force(
-    below: InForce,
+    below: FusionInForce,
     *,
     method: FusionMethod | None = None,
     k: int | None = None,
     weights: Mapping[str, float] | None = None,
     window: int | None = None,
-) -> InForce:
+) -> FusionInForce:
     """The fusion a search uses, parameter by parameter: the call's argument, else ``below`` (see
     :func:`configured_fusion`). The call's weights (a partial override, validated by the plan) are not merged
     in here; their source is."""
@@ -138,7 +143,7 @@ def fusion_in_force(
         knn_weight=base.knn_weight,
         window=window if window is not None else base.window,
     )
-    return setting, sources
+    return FusionInForce(setting, sources)
 
 
 def stored_setting(mappings: Mapping[str, Any]) -> FusionSetting | None:

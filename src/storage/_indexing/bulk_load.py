@@ -19,7 +19,7 @@ back: a call with ``bulk_load=None`` on an index written to before writes as usu
 The interval to restore is recorded in the index's ``_meta.bulk_load`` while the load runs. A second load
 that finds it (a load running elsewhere) writes as usual and leaves the settings to the first. A process
 killed during a load leaves the record and the refresh off: ``ensure_index()`` logs a warning naming both,
-and :func:`end_bulk_load` (``client.indices.end_bulk_load()``) restores the interval.
+and :func:`end_unfinished` (what ``client.indices.end_bulk_load()`` runs) restores the interval.
 """
 
 from __future__ import annotations

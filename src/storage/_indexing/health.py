@@ -60,6 +60,8 @@ async def health(m: IndexManager) -> Health:
             size_bytes=sum(i["primaries"]["store"]["size_in_bytes"] for i in indices.values()),
             building=building,
             searches_passages=target.searches_passages,
+            passage_agreement=target.agreement,
+            long_documents_head_first=target.searches_passages and target.head_first,
         ),
         breakers=breakers(b.resilience),
         embedding_model=b.embedder.model_id,

@@ -15,7 +15,6 @@ import functools
 import itertools
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from elasticsearch.helpers import async_streaming_bulk
@@ -30,48 +29,23 @@ from .._transport.resilience import Resilience
 from .._transport.translate import map_provider_error
 from .._types.models import FailedDocument, IndexProgress, IndexReport, content_hash, embedding_text
 from .._types.requests import IngestRequest, ProgressCallback
-from ..passages import PassagePlan, PassageSetting, Span, plan_passages
+from ..passages import Agreement, PassagePlan, PassageSetting, plan_passages
 from .bulk_load import MERGE_MIN_DOCUMENTS, BulkLoad, begin_bulk_load, end_bulk_load, ever_written
 from .changes import held_while_blocked
 from .indices import IndexManager
-from .intake import Intake, Outcomes, Record, bulk_failure, embedding_failure, transport_failure
+from .intake import Embedded, Intake, Outcomes, Record, bulk_failure, embedding_failure, transport_failure
 
 __all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
-
-
-@dataclass(frozen=True, slots=True)
-class Embedded:
-    """A record with its vectors: the head's first, then each passage's (``spans``: their offsets in the
-    text, the head's ``(0, head_end)`` first). Without passages, the head's only."""
-
-    record: Record
-    vectors: list[Vector]
-    spans: tuple[Span, ...] = ()
-
-    def source_for(self, *, with_text: bool, nested_heads: bool = False) -> dict[str, Any]:
-        """The ``_source`` written; ``with_text``: the target indexes each passage's title and text (they are
-        not stored: its ``_source`` excludes them). A document that fits the window (its head is its only
-        span) gets no nested passages, unless ``nested_heads`` (an index built before mapping version 4,
-        whose kNN leg reads nested vectors only)."""
-        out = {**self.record.source, "embedding": self.vectors[0]}
-        if len(self.spans) > 1 or (self.spans and nested_heads):
-            out["passages"] = [
-                {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
-            ]
-            if with_text:  # (an index before mapping version 4 indexes each passage's title too)
-                title, text = self.record.title, self.record.text
-                for passage in out["passages"]:
-                    passage["text"] = text[passage["start"] : passage["end"]]
-                    if nested_heads:
-                        passage["title"] = title
-        return out
 
 
 class Ingester:
     def __init__(self, backend: Backend, indices: IndexManager) -> None:
         self._b = backend
         self._indices = indices
+        #: Per model: what unrelated documents' vectors look like (storage.passages.Agreement), learned from
+        #: the first documents this client embeds, so a call that writes one document is measured too.
+        self._agreements: dict[str, Agreement] = {}
 
     async def index_documents(self, request: IngestRequest) -> IndexReport:
         b = self._b
@@ -197,6 +171,7 @@ class Ingester:
             raise ModelMismatch(_mismatch(target, info.model_id, model))
         setting = info.passage_setting
         with_text, nested_heads = info.writes_passage_text, info.writes_nested_heads
+        agreement = self._agreements.setdefault(model, Agreement()) if info.writes_agreement else None
         hashed = info.content_hash and overwrite  # the target records each document's content: skip unchanged
         look = hashed and await self._indices.count_all(target) > 0
         counts = {"taken": 0, "embedded": 0, "vectors": 0}
@@ -266,12 +241,14 @@ class Ingester:
             while (item := await queue.get()) is not None:
                 if stopped:
                     continue  # (the producer stops at its next batch; what it queued is reported not sent)
+                if agreement is not None:
+                    agreement.saw([e.vectors for e in item])
                 actions = [
                     {
                         "_op_type": "index" if overwrite else "create",
                         "_index": target,
                         "_id": e.record.id,
-                        "_source": e.source_for(with_text=with_text, nested_heads=nested_heads),
+                        "_source": e.source_for(with_text=with_text, nested_heads=nested_heads, agreement=agreement),
                     }
                     for e in item
                 ]

@@ -3,8 +3,8 @@ groups, so that a generator of a million documents is read with flat memory; and
 kept so that the report accounts for each one taken — written, failed, or not sent — whatever stops the
 ingest (the input raising, Elasticsearch's breaker opening, the caller cancelling).
 
-Pure: no I/O. :class:`Intake` reads; :class:`Outcomes` records; the ``*_failure`` functions say why a document
-failed, as its report says.
+Pure: no I/O. :class:`Intake` reads; :class:`Embedded` is a record with its vectors, as it is written;
+:class:`Outcomes` records; the ``*_failure`` functions say why a document failed, as its report says.
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from embeddings import Vector
+
 from .._dsl.tenancy import stamp
 from .._errors import InvalidDocument, InvalidQuery, SearchError
 from .._types.models import Document, FailedDocument, embedding_text
+from ..passages import Agreement, Span
 
-__all__ = ["Intake", "Outcomes", "Record", "bulk_failure", "embedding_failure", "transport_failure"]
+__all__ = ["Embedded", "Intake", "Outcomes", "Record", "bulk_failure", "embedding_failure", "transport_failure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,38 @@ class Record:
     @property
     def head(self) -> str:
         return embedding_text(self.title, self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A record with its vectors: the head's first, then each passage's (``spans``: their offsets in the
+    text, the head's ``(0, head_end)`` first). Without passages, the head's only."""
+
+    record: Record
+    vectors: list[Vector]
+    spans: tuple[Span, ...] = ()
+
+    def source_for(
+        self, *, with_text: bool, nested_heads: bool = False, agreement: Agreement | None = None
+    ) -> dict[str, Any]:
+        """The ``_source`` written; ``with_text``: the target indexes each passage's title and text (they are
+        not stored: its ``_source`` excludes them). A document that fits the window (its head is its only
+        span) gets no nested passages, unless ``nested_heads`` (an index built before mapping version 4,
+        whose kNN leg reads nested vectors only). ``agreement``: the target records each long document's."""
+        out = {**self.record.source, "embedding": self.vectors[0]}
+        if agreement is not None and len(self.spans) > 1 and (found := agreement.of(self.vectors)) is not None:
+            out["passage_agreement"] = found
+        if len(self.spans) > 1 or (self.spans and nested_heads):
+            out["passages"] = [
+                {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
+            ]
+            if with_text:  # (an index before mapping version 4 indexes each passage's title too)
+                title, text = self.record.title, self.record.text
+                for passage in out["passages"]:
+                    passage["text"] = text[passage["start"] : passage["end"]]
+                    if nested_heads:
+                        passage["title"] = title
+        return out
 
 
 class Intake:

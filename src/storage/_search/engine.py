@@ -27,7 +27,7 @@ from .._dsl.mapping import valid_target
 from .._dsl.tenancy import tenants_of
 from .._errors import InvalidQuery, PartialResults, SearchError
 from .._fusion.methods import LegHit
-from .._fusion.setting import FusionSetting, InForce, configured_fusion
+from .._fusion.setting import FusionInForce, FusionSetting, configured_fusion
 from .._observability.log import query_hash
 from .._observability.tracing import AttrValue, decided_once, span
 from .._transport.backend import Backend
@@ -54,11 +54,11 @@ class Engine:
         self._enricher = Enricher(backend)
         self._facets = FacetStage(backend)
         #: The fusion below the call, per stored setting (configured_fusion): resolved once, not per search.
-        self._below: dict[FusionSetting | None, InForce] = {}
+        self._below: dict[FusionSetting | None, FusionInForce] = {}
 
     # -- the entry points ----------------------------------------------------------------------------------
 
-    def below_call(self, stored: FusionSetting | None) -> InForce:
+    def below_call(self, stored: FusionSetting | None) -> FusionInForce:
         """The fusion a search of a target with ``stored`` uses where the call says nothing (settings, then
         the stored setting, then the defaults)."""
         below = self._below.get(stored)
@@ -67,7 +67,7 @@ class Engine:
             below = self._below[stored] = configured_fusion(s.fusion_setting(), s.fusion_explicit(), stored)
         return below
 
-    async def fusion_in_force(self, target: str | None = None) -> InForce:
+    async def fusion_in_force(self, target: str | None = None) -> FusionInForce:
         """The fusion a search of ``target`` (default the alias) uses when the call passes none, read now."""
         stored = (await self._b.metadata.read_target(target or self._b.settings.index)).fusion
         return self.below_call(stored)
@@ -85,7 +85,9 @@ class Engine:
             has_reranker=b.reranker is not None,
             below=below,
             passages=target.searches_passages,
-            passage_text=target.passage_text and target.searches_passages,
+            # Head first (long documents that agree with their heads): BM25 reads the whole text only.
+            passage_text=target.passage_text and target.searches_passages and not target.head_first,
+            head_first=target.head_first,
             head_vectors=target.head_vectors,
             vectors_in_source=target.vectors_in_source,
             metadata_types=(await self._metadata_types(request, target.metadata_types))

@@ -146,6 +146,7 @@ def hit_fields(
     source: dict[str, Any] = doc.get("_source") or {}
     origin: HighlightSource | None = highlight_origin(highlights, bm25_hit="bm25" in ranks) if highlight else None
     passages: list[PassageFields] = []
+    similarity = leg_scores.get("knn", similarity)
     if shown and "passages" in source:
         source = dict(source)
         stored = [(int(p["start"]), int(p["end"])) for p in source.pop("passages") or () if isinstance(p, Mapping)]
@@ -153,6 +154,9 @@ def hit_fields(
         found = best_passages(text, stored, (knn or {}).get(doc_id, ()), highlights.get("text") or (), shown)
         passages = [{"start": a, "end": b, "text": text[a:b], "leg": leg, "score": sc} for a, b, sc, leg in found]
         best_knn = next((p for p in passages if p["leg"] == "knn"), None)
+        if best_knn is not None and best_knn["score"] is not None and similarity is not None:
+            # (read head first, the leg weighs a passage down against the head: the similarity is its own)
+            similarity = max(similarity, best_knn["score"])
         if highlight and best_knn is not None and "bm25" not in ranks:
             highlights = {**highlights, "text": [_clip(best_knn["text"], _PASSAGE_HIGHLIGHT)]}
             origin = "passage"
@@ -164,7 +168,7 @@ def hit_fields(
         "rerank_score": rerank_score,
         "ranks": ranks,
         "leg_scores": leg_scores,
-        "similarity": leg_scores.get("knn", similarity),
+        "similarity": similarity,
         "source": source,
         "highlights": highlights,
         "highlight_source": origin,

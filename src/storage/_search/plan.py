@@ -23,10 +23,11 @@ from .._dsl.tenancy import Scope, read_scope
 from .._dsl.text import CleanQuery, clean_query
 from .._errors import ConfigurationError, InvalidQuery
 from .._fusion.methods import FusionMethod
-from .._fusion.setting import FusionSetting, FusionSource, InForce, fusion_in_force
+from .._fusion.setting import FusionInForce, FusionSetting, FusionSource, fusion_in_force
 from .._settings import SearchSettings
 from .._types.models import Leg, SearchMode, is_metadata_field
 from .._types.requests import QuerySyntax, RoundTrip, SearchRequest
+from ..passages import HEAD_FIRST_PASSAGE_WEIGHT
 
 __all__ = ["Plan", "QuerySyntax", "plan_search"]
 
@@ -82,6 +83,9 @@ class Plan:
     passage_text: bool = False
     #: Every head is indexed flat (passages since mapping version 4; or no passages): storage._dsl.queries.
     head_vectors: bool = True
+    #: What a long document's best passage weighs against its head in the kNN leg: 1 (the better of the
+    #: two), or less where the target's long documents agree with their heads (``storage.passages``).
+    passage_weight: float = 1.0
     #: Facets counted over the match set (storage._dsl.aggregations), alongside the legs.
     facets: tuple[FacetSpec, ...] = ()
     #: Collapse to the best ``per_group`` hits per value of this field; ``limit``/``offset`` count groups.
@@ -132,18 +136,19 @@ def plan_search(
     settings: SearchSettings,
     *,
     has_reranker: bool,
-    below: InForce,
+    below: FusionInForce,
     passages: bool = False,
     passage_text: bool = False,
+    head_first: bool = False,
     head_vectors: bool = True,
     vectors_in_source: bool = True,
     metadata_types: Mapping[str, str] | None = None,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion.setting.configured_fusion``); ``passages``: the target is
-    read in passages (``passage_text``: and holds their text; ``head_vectors``: with every head indexed flat,
-    storage._dsl.mapping); ``vectors_in_source``: its indices keep their vectors in ``_source``;
-    ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
+    read in passages (``passage_text``: and holds their text; ``head_first``: its long documents agree with
+    their heads; ``head_vectors``: with every head indexed flat, storage._dsl.mapping); ``vectors_in_source``:
+    its indices keep their vectors in ``_source``; ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -235,6 +240,7 @@ def plan_search(
         passages=settings.passages_shown if passages else 0,
         passage_text=passage_text,
         head_vectors=head_vectors,
+        passage_weight=HEAD_FIRST_PASSAGE_WEIGHT if head_first else 1.0,
         facets=parse_facets(r.facets, metadata_types or {}) if r.facets else (),
         group_by=_group_by(r.group_by, r.per_group),
         per_group=r.per_group,

@@ -150,6 +150,7 @@ class Retriever:
             passages=plan.passages,
             head_vectors=plan.head_vectors,
             inner_hits=False,
+            passage_weight=plan.passage_weight,
         )
         probe = LegOutcome("knn")
         budget = self._b.settings.leg_timeout_s
@@ -290,6 +291,7 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
                 size=plan.window,
                 passages=plan.passages,
                 head_vectors=plan.head_vectors,
+                passage_weight=plan.passage_weight,
             ),
         )
     body = knn_request(
@@ -301,5 +303,6 @@ def _knn_body(plan: Plan, vector: Sequence[float]) -> dict[str, Any]:
         passages=plan.passages,
         head_vectors=plan.head_vectors,
         inner_hits=not plan.passages_at_fetch,
+        passage_weight=plan.passage_weight,
     )
     return _arranging(plan, body) if plan.group_by is not None or plan.diversity > 0.0 else body

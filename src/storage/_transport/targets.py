@@ -31,7 +31,7 @@ from .._dsl.mapping import index_meta, stored_passages, vectors_in_source
 from .._errors import AccessDenied
 from .._fusion.setting import FusionSetting, stored_setting
 from .._observability.tracing import without_request_spans
-from ..passages import PassageSetting
+from ..passages import AGREEMENT_MIN_DOCUMENTS, AGREEMENT_THRESHOLD, PassageSetting
 from .translate import map_es_error
 
 __all__ = [
@@ -89,6 +89,22 @@ class TargetInfo:
     #: Every index of the target keeps its head vectors in ``_source`` (built before mapping version 2 / 5, or
     #: on a server before 8.17), so a stage that needs them reads them there; else from their doc values.
     vectors_in_source: bool = True
+    #: The median agreement of its long documents' passages with their heads (``storage.passages.agreement``),
+    #: or None (no long document measured: an index before mapping version 6, or none long yet).
+    agreement: float | None = None
+    #: How many long documents that median is of.
+    agreement_documents: int = 0
+    #: Its newest index records each long document's agreement (what writes to it give each one).
+    writes_agreement: bool = False
+
+    @property
+    def head_first(self) -> bool:
+        """Its long documents agree with their heads: they are read head first (``storage.passages``)."""
+        return (
+            self.agreement is not None
+            and self.agreement >= AGREEMENT_THRESHOLD
+            and self.agreement_documents >= AGREEMENT_MIN_DOCUMENTS
+        )
 
     @property
     def searches_passages(self) -> bool:
@@ -96,9 +112,15 @@ class TargetInfo:
         return self.passages and (self.long_documents or not self.head_vectors)
 
 
-def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> TargetInfo:
-    """A get-mapping (or get-index) answer's :class:`TargetInfo` (``long_documents``: what a look at the
-    documents found, see :meth:`IndexMetadata.read_target`)."""
+def target_info(
+    mappings: Mapping[str, Any],
+    *,
+    long_documents: bool = True,
+    agreement: float | None = None,
+    agreement_documents: int = 0,
+) -> TargetInfo:
+    """A get-mapping (or get-index) answer's :class:`TargetInfo` (``long_documents``, ``agreement``: what a
+    look at the documents found, see :meth:`IndexMetadata.read_target`)."""
     if not mappings:
         return TargetInfo()
     newest = sorted(mappings)[-1]
@@ -121,6 +143,18 @@ def target_info(mappings: Mapping[str, Any], *, long_documents: bool = True) -> 
         long_documents=long_documents,
         model_id=str(model) if model is not None else None,
         vectors_in_source=all(vectors_in_source(info) for info in mappings.values()),
+        agreement=agreement,
+        agreement_documents=agreement_documents,
+        writes_agreement="passage_agreement" in props,
+    )
+
+
+def _agreements_recorded(mappings: Mapping[str, Any]) -> bool:
+    """Every index of the target records its long documents' agreement (mapping version 6): a median over
+    some of its indices only would decide for all of them."""
+    return all(
+        "passage_agreement" in (info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {})
+        for info in mappings.values()
     )
 
 
@@ -224,29 +258,42 @@ class IndexMetadata:
             stale = cached[1] if cached is not None else self._unknown
             self.targets[target] = (time.monotonic() + LOOKUP_RETRY_S, stale)
             return stale
-        info = target_info(found, long_documents=await self._long_documents(target, found)) if found else self._unknown
+        info = target_info(found, **await self._long_documents(target, found)) if found else self._unknown
         self.targets[target] = (time.monotonic() + FUSION_RECHECK_S, info)
         return info
 
-    async def _long_documents(self, target: str, mappings: Mapping[str, Any]) -> bool:
-        """Whether ``target`` holds a document with nested passages: one ``size: 0`` search that stops at the
-        first, asked only of a target whose heads are flat (mapping version 4, where only long documents are
-        nested). Not known (a failed look): True, the request that finds every document."""
+    async def _long_documents(self, target: str, mappings: Mapping[str, Any]) -> dict[str, Any]:
+        """Whether ``target`` holds a document with nested passages (``long_documents``) and its long
+        documents' median agreement (``agreement``, where its indices record it: mapping version 6): one
+        ``size: 0`` search, asked only of a target whose heads are flat (mapping version 4 on, where only long
+        documents are nested); without agreements to read, it stops at the first long document. Not known (a
+        failed look): long documents, no agreement (the requests that find every document, in full)."""
         info = target_info(mappings)
         if not info.passages or not info.head_vectors:
-            return True
+            return {"long_documents": True}
+        body: dict[str, Any] = {"size": 0, "track_total_hits": 1}
+        if _agreements_recorded(mappings):
+            body["aggs"] = {
+                "agreement": {"percentiles": {"field": "passage_agreement", "percents": [50]}},
+                "measured": {"value_count": {"field": "passage_agreement"}},
+            }
+        else:
+            body["terminate_after"] = 1
         try:
             resp = await self._client.search(
-                index=target,
-                size=0,
-                terminate_after=1,
-                track_total_hits=1,
-                query={"nested": {"path": "passages", "query": {"match_all": {}}}},
+                index=target, query={"nested": {"path": "passages", "query": {"match_all": {}}}}, **body
             )
         except Exception:
-            return True
+            return {"long_documents": True}
         total = resp.body.get("hits", {}).get("total", {})
-        return not isinstance(total, Mapping) or total.get("value", 1) != 0
+        aggs = resp.body.get("aggregations") or {}
+        median = (aggs.get("agreement") or {}).get("values", {}).get("50.0")
+        measured = (aggs.get("measured") or {}).get("value")
+        return {
+            "long_documents": not isinstance(total, Mapping) or total.get("value", 1) != 0,
+            "agreement": float(median) if isinstance(median, int | float) else None,
+            "agreement_documents": int(measured) if isinstance(measured, int | float) else 0,
+        }
 
     def saw_long_documents(self) -> None:
         """A write of this client is giving a target long documents (nested passages): every target known to
@@ -272,9 +319,15 @@ class IndexMetadata:
         target holds long documents stays what was last seen (``empty``: an index just created has none)."""
         cached = self.targets.get(target)
         long_documents = not empty and (cached is None or cached[1].long_documents)
+        known = None if empty or cached is None else cached[1]
         self.targets[target] = (
             time.monotonic() + FUSION_RECHECK_S,
-            target_info(mappings, long_documents=long_documents),
+            target_info(
+                mappings,
+                long_documents=long_documents,
+                agreement=known.agreement if known else None,
+                agreement_documents=known.agreement_documents if known else 0,
+            ),
         )
 
     def forget(self, target: str) -> None:

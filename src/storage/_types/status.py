@@ -62,6 +62,14 @@ class IndexHealth(BaseModel):
     #: A search reads nested passages (some document is longer than the model's window, or the index predates
     #: mapping version 4); else it costs what an index without passages does.
     searches_passages: bool = False
+    #: The median agreement of its long documents' passages with their heads (``storage.passages.agreement``:
+    #: about 1, one topic throughout; about 0, many), or None (none measured: no long document yet, or an
+    #: index built before the client recorded it).
+    passage_agreement: float | None = None
+    #: Its long documents agree with their heads (``passage_agreement`` at least
+    #: ``storage.passages.AGREEMENT_THRESHOLD``): a search reads them head first — BM25 their whole text, kNN a
+    #: passage only where it beats the head by a margin; else by the better of head and best passage.
+    long_documents_head_first: bool = False
 
 
 class Health(BaseModel):

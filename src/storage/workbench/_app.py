@@ -78,6 +78,11 @@ class Workbench:
         assert self._judgments is not None, "the workbench is not started"
         return self._judgments
 
+    def tenant_for(self, body: Mapping[str, Any]) -> str | None:
+        """The tenant a request searches: a bound workbench's own, whatever the request says; else the
+        request's ``tenant_id`` (absent or empty: every tenant)."""
+        return self.tenant_id if self.tenant_id is not None else (body.get("tenant_id") or None)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
         async with self._factory() as client:
@@ -115,12 +120,11 @@ def _search_args(wb: Workbench, body: Mapping[str, Any]) -> dict[str, Any]:
     filters = body.get("filters") or None
     if filters is not None and not isinstance(filters, dict):
         raise InvalidQuery('filters must be an object such as {"ticker": "AAPL"}')
-    tenant = wb.tenant_id if wb.tenant_id is not None else (body.get("tenant_id") or None)
     return {
         "query": query,
         "mode": mode,
         "filters": filters,
-        "tenant_id": tenant,
+        "tenant_id": wb.tenant_for(body),
         "limit": _int(body, "limit", 10, 1, 100),
     }
 

@@ -25,7 +25,7 @@ async def explain(wb: Workbench, request: Request) -> dict[str, Any]:
     query, doc_id = str(body.get("query") or "").strip(), str(body.get("doc_id") or "")
     if not query or not doc_id:
         raise InvalidQuery("explain needs a query and a doc_id")
-    tenant = wb.tenant_id if wb.tenant_id is not None else body.get("tenant_id") or None
+    tenant = wb.tenant_for(body)
     filters = body.get("filters") or None
     try:
         setting = (
