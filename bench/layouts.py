@@ -12,6 +12,8 @@ segment so that no layout is measured on more segments than another):
 - ``head-b``: ``head`` again, a second index of the same documents (the run's own noise: an A/A pair);
 - ``head-src``, ``passages-src``: ``head`` and ``passages`` with the head vectors kept in ``_source`` too,
   as before mapping versions 2 / 5 (and as on a server before 8.17): the layout leaving them out replaces.
+- ``passages-dup``: ``passages`` with each long document's head vector written again as its first passage's
+  (as before 2026-11-28): the layout writing it once replaces.
 
 The store is measured settled: after the writes, once the shard's retention lease has moved past them, the
 index is force-merged (which drops the ``_recovery_source`` copy a filtered ``_source`` keeps until then);
@@ -87,6 +89,18 @@ async def build(url: str, name: str, layout: str, copies: int) -> None:
         import storage._indexing.indices as indices
 
         indices.vectors_in_source_for = lambda server: True  # type: ignore[assignment]
+    if layout.endswith("-dup"):  # (the head's vector written again among the passages, as before)
+        from storage._indexing.intake import Embedded
+
+        once = Embedded.source_for
+
+        def again(self: Embedded, **kw: Any) -> dict[str, Any]:
+            out = once(self, **kw)
+            if out.get("passages"):
+                out["passages"][0]["vector"] = self.vectors[0]
+            return out
+
+        Embedded.source_for = again  # type: ignore[method-assign]
     async with SearchClient.from_settings(settings_for(url, name, layout), embedder=embedder()) as client:
         if copies == 0:
             await client.indices.delete()

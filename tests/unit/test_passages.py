@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage._indexing.intake import Embedded, Record
 from storage._transport.targets import TargetInfo
 from storage.passages import (
     AGREEMENT_MIN_DOCUMENTS,
@@ -132,3 +133,17 @@ def test_a_target_whose_long_documents_agree_is_read_head_first() -> None:
     assert not TargetInfo(passages=True, agreement=AGREEMENT_THRESHOLD - 0.01, agreement_documents=enough).head_first
     assert TargetInfo(passages=True, agreement=AGREEMENT_THRESHOLD, agreement_documents=enough).head_first
     assert not TargetInfo(passages=True, agreement=0.9, agreement_documents=enough - 1).head_first  # too few
+
+
+def test_a_long_documents_head_vector_is_written_once_not_again_among_its_passages() -> None:
+    record = Record(id="d", source={"text": "x" * 30}, title="", text="x" * 30)
+    spans, vectors = ((0, 12), (10, 22), (20, 30)), [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]
+    written = Embedded(record, vectors, spans).source_for(with_text=True)
+    assert written["embedding"] == [1.0, 0.0]
+    head, *rest = written["passages"]
+    assert "vector" not in head
+    assert (head["start"], head["end"], head["text"]) == (0, 12, "x" * 12)
+    assert [p["vector"] for p in rest] == [[0.0, 1.0], [0.6, 0.8]]
+    # An index before mapping version 4 reads nested vectors only: there the head keeps its vector.
+    old = Embedded(record, vectors, spans).source_for(with_text=True, nested_heads=True)
+    assert [p["vector"] for p in old["passages"]] == vectors

@@ -176,7 +176,8 @@ def index_body(
     - with ``passages``: every document's head vector is indexed flat in ``embedding``, as without passages:
       a document that fits the model's window is stored and searched exactly as in an index without them.
       Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
-      the text; ``vector``; the head's first): the kNN leg scores a document by the better of its head and
+      the text; ``vector``; the head's first, without a vector: ``embedding`` is its vector, indexed once): the
+      kNN leg scores a document by the better of its head and
       its best passage (``storage._dsl.queries.knn_request``). Each passage's text is indexed too (BM25 scores
       a long document by the better of its whole text and its best passage: ``bm25_request``). Each long
       document's ``passage_agreement`` decides how: where the index's long documents agree with their heads

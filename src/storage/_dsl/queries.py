@@ -11,6 +11,7 @@ from .tenancy import Scope
 
 __all__ = [
     "BM25_FIELDS",
+    "EXACT_CANDIDATES",
     "PASSAGE_FIELDS",
     "PIT_SORT",
     "SOURCE_EXCLUDES",
@@ -165,9 +166,10 @@ def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str,
     return body
 
 
-#: num_candidates of the fetch's nested kNN: the most Elasticsearch takes. Its filter (the shown ids) leaves
+#: num_candidates of a nested kNN restricted to a few ids (the fetch's, the similarity probe's): the most
+#: Elasticsearch takes. Its filter (the shown ids) leaves
 #: fewer, so the search is exact whether candidates count documents (8.13+) or passages (8.12).
-_EXACT_CANDIDATES = 10_000
+EXACT_CANDIDATES = 10_000
 
 
 def fetch_request(
@@ -196,7 +198,7 @@ def fetch_request(
     should: list[dict[str, Any]] = []
     if passages_for is not None:
         vector, shown = passages_for
-        knn = {"field": PASSAGE_VECTOR, "query_vector": list(vector), "num_candidates": _EXACT_CANDIDATES}
+        knn = {"field": PASSAGE_VECTOR, "query_vector": list(vector), "num_candidates": EXACT_CANDIDATES}
         # (ids alone match the nested passages too on servers before 8.13, which refuse that as a parent filter;
         # every document has a flat head, no passage has one)
         knn["filter"] = [{"ids": {"values": ids}}, {"exists": {"field": "embedding"}}]

@@ -57,7 +57,9 @@ class Embedded:
         """The ``_source`` written; ``with_text``: the target indexes each passage's title and text (they are
         not stored: its ``_source`` excludes them). A document that fits the window (its head is its only
         span) gets no nested passages, unless ``nested_heads`` (an index built before mapping version 4,
-        whose kNN leg reads nested vectors only). ``agreement``: the target records each long document's."""
+        whose kNN leg reads nested vectors only). A long document's head passage keeps its offsets (and its
+        text) but not its vector, which is ``embedding`` already: the kNN leg takes the better of the two.
+        ``agreement``: the target records each long document's."""
         out = {**self.record.source, "embedding": self.vectors[0]}
         if agreement is not None and len(self.spans) > 1 and (found := agreement.of(self.vectors)) is not None:
             out["passage_agreement"] = found
@@ -65,6 +67,8 @@ class Embedded:
             out["passages"] = [
                 {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
             ]
+            if not nested_heads:  # the head's vector is ``embedding``'s: indexed once (the kNN leg reads both)
+                del out["passages"][0]["vector"]
             if with_text:  # (an index before mapping version 4 indexes each passage's title too)
                 title, text = self.record.title, self.record.text
                 for passage in out["passages"]:

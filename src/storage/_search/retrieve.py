@@ -17,6 +17,7 @@ from typing import Any
 from embeddings import Vector
 
 from .._dsl.queries import (
+    EXACT_CANDIDATES,
     bm25_fuzzy_request,
     bm25_request,
     knn_query_request,
@@ -138,15 +139,17 @@ class Retriever:
 
     async def similarities(self, plan: Plan, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
         """The kNN scores of ``ids`` (hits the kNN leg did not reach) for the leg's own ``vector``: the leg's
-        request restricted to them (with so few candidates allowed, Elasticsearch scores every one of them
-        exactly), so each is the score the leg would have given it. A failure is logged and gives nothing:
+        request restricted to them (with more candidates allowed than the filter leaves — documents, and in
+        an index with passages every passage of theirs — Elasticsearch scores every one of them exactly), so
+        each is the score the leg would have given it. A failure is logged and gives nothing:
         those hits keep ``similarity=None``; the search stands."""
         scope = plan.scope.plus([{"ids": {"values": list(ids)}}])
         body = knn_request(
             vector,
             scope=scope,
             k=len(ids),
-            num_candidates=len(ids),
+            # (a long document's passages outnumber the ids: the most candidates keeps every passage scored)
+            num_candidates=EXACT_CANDIDATES if plan.passages else len(ids),
             passages=plan.passages,
             head_vectors=plan.head_vectors,
             inner_hits=False,
