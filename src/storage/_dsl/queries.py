@@ -166,9 +166,9 @@ def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str,
     return body
 
 
-#: num_candidates of a nested kNN restricted to a few ids (the fetch's, the similarity probe's): the most
-#: Elasticsearch takes. Its filter (the shown ids) leaves
-#: fewer, so the search is exact whether candidates count documents (8.13+) or passages (8.12).
+#: num_candidates of a kNN restricted to a few ids (the fetch's passages, the similarity probe): the most
+#: Elasticsearch takes. The filter leaves fewer, so the search is exact whether candidates count documents
+#: (8.13+) or passages (8.12).
 EXACT_CANDIDATES = 10_000
 
 

@@ -64,11 +64,11 @@ class Embedded:
         if agreement is not None and len(self.spans) > 1 and (found := agreement.of(self.vectors)) is not None:
             out["passage_agreement"] = found
         if len(self.spans) > 1 or (self.spans and nested_heads):
-            out["passages"] = [
-                {"start": s, "end": e, "vector": v} for (s, e), v in zip(self.spans, self.vectors, strict=True)
-            ]
-            if not nested_heads:  # the head's vector is ``embedding``'s: indexed once (the kNN leg reads both)
-                del out["passages"][0]["vector"]
+            out["passages"] = [{"start": s, "end": e} for s, e in self.spans]
+            first = 0 if nested_heads else 1  # (the head's vector is ``embedding``'s: indexed once, unless the
+            # kNN leg reads nested vectors only)
+            for passage, vector in zip(out["passages"][first:], self.vectors[first:], strict=True):
+                passage["vector"] = vector
             if with_text:  # (an index before mapping version 4 indexes each passage's title too)
                 title, text = self.record.title, self.record.text
                 for passage in out["passages"]:
