@@ -1,6 +1,6 @@
 """What a document costs at scale, and how search time grows: one node, ``--sizes`` documents (default 100,000
 and 1,000,000), each vector layout the server offers (``int8_hnsw``; ``int4_hnsw`` from 8.15; ``bbq_hnsw``
-with ``rescore_vector`` from 8.18).
+with ``rescore_vector`` on 8.19 and from 9.1).
 
 **The documents.** Real texts: every sentence of the given collections' documents (SciFact, NPL, LISA, CACM)
 and every paragraph of the Linux manual's pages (bench/man_pages.py), deduplicated, shuffled (seeded), the
@@ -21,7 +21,8 @@ vector). Quality through the product on SciFact is ``bench/layouts.py``'s.
 
     .venv/bin/python bench/scale.py --sizes 100000 1000000
 
-Starts a local Elasticsearch (``--heap``, default 1 GiB) unless ES_URL is set. Prints a table; JSON in
+Starts a local Elasticsearch (``--heap``, default 1 GiB) unless ES_URL is set; ``--nodes 3``: a local cluster
+of three (each node that heap; one primary shard per node, each with a replica). Prints a table; JSON in
 bench/results/scale.json.
 """
 
@@ -51,7 +52,7 @@ from storage import SearchClient, SearchSettings
 from storage._dsl.mapping import index_body  # (the product's mapping, written with raw requests)
 from storage._transport.compat import server_version
 from storage.evaluation import load_beir
-from storage.local_es import url_or_local
+from storage.local_es import LocalCluster, url_or_local
 
 ROOT = Path(__file__).resolve().parents[1]
 GIVEN = [SHARED / "beir" / "scifact", SHARED / "ir" / "npl", SHARED / "ir" / "lisa", SHARED / "ir" / "cacm"]
@@ -101,18 +102,29 @@ def layouts_for(server: tuple[int, int]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"int8_hnsw": {"type": "int8_hnsw"}}
     if server >= (8, 15):
         out["int4_hnsw"] = {"type": "int4_hnsw"}
-    if server >= (8, 18):
+    if (8, 19) <= server < (9, 0) or server >= (9, 1):  # (the servers whose mapping takes rescore_vector)
         out["bbq_hnsw"] = {"type": "bbq_hnsw", "rescore_vector": {"oversample": 3.0}}
     return out
 
 
 async def build(
-    es: AsyncElasticsearch, index: str, options: dict[str, Any], all_vectors: np.ndarray, texts: list[str], model: str
+    es: AsyncElasticsearch,
+    index: str,
+    options: dict[str, Any],
+    all_vectors: np.ndarray,
+    texts: list[str],
+    model: str,
+    shards: int = 1,
 ) -> tuple[float, float]:
     """Write every document with raw bulk requests (refresh off), then merge once the lease moved on."""
     dims = all_vectors.shape[1]
     body = index_body(
-        vector_index=options["type"], dimensions=dims, normalized=True, model_id=model, analyzer="english_folded"
+        vector_index=options["type"],
+        dimensions=dims,
+        normalized=True,
+        model_id=model,
+        analyzer="english_folded",
+        shards=shards,
     )
     body["mappings"]["properties"]["embedding"]["index_options"] |= {k: v for k, v in options.items() if k != "type"}
     body["settings"]["index"]["refresh_interval"] = "-1"
@@ -181,7 +193,7 @@ async def recall(client: SearchClient, qs: list[str], qv: dict[str, list[float]]
 
 
 async def measure(
-    url: str, sizes: list[int], base: int, noise: float, only: list[str] | None = None
+    url: str, sizes: list[int], base: int, noise: float, only: list[str] | None = None, nodes: int = 1
 ) -> list[dict[str, Any]]:
     texts = base_texts(base)
     cached = embedder()
@@ -198,7 +210,7 @@ async def measure(
                 if only and name not in only:
                     continue
                 index = f"bench-scale-{size}-{name}"
-                writes_s, merge_s = await build(es, index, options, all_vectors, texts, cached.model_id)
+                writes_s, merge_s = await build(es, index, options, all_vectors, texts, cached.model_id, nodes)
                 stats = (await es.indices.stats(index=index, metric="store,docs")).body["_all"]["primaries"]
                 usage = (await es.indices.disk_usage(index=index, run_expensive_tasks=True)).body[index]
                 vec = usage["fields"].get("embedding", {})
@@ -207,6 +219,7 @@ async def measure(
                 client = SearchClient(es, looked_up, settings, owns_clients=False)
                 row: dict[str, Any] = {
                     "size": size,
+                    "nodes": nodes,
                     "layout": name,
                     "writes_s": round(writes_s, 1),
                     "merge_s": round(merge_s, 1),
@@ -237,8 +250,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         knn1, knn8 = r["knn_c1_p50_p99_ms"], r["knn_c8_p50_p99_ms"]
         h1, h8 = r["hybrid_c1_p50_p99_ms"], r["hybrid_c8_p50_p99_ms"]
+        nodes = f" ({r['nodes']} nodes)" if r.get("nodes", 1) > 1 else ""
         lines.append(
-            f"| {r['size']:,} | {r['layout']} | {r['writes_s']} | {r['merge_s']} | {r['bytes_per_doc']} "
+            f"| {r['size']:,}{nodes} | {r['layout']} | {r['writes_s']} | {r['merge_s']} | {r['bytes_per_doc']} "
             f"({r['vector_bytes_per_doc']}) | {r['recall_at_10']} | {knn1[0]} / {knn1[1]} | {knn8[0]} / {knn8[1]} "
             f"| {h1[0]} / {h1[1]} | {h8[0]} / {h8[1]} |"
         )
@@ -253,9 +267,17 @@ def main() -> None:
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--layouts", nargs="+", help="only these (int8_hnsw, int4_hnsw, bbq_hnsw)")
     parser.add_argument("--results", default="scale.json", help="file name in bench/results")
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="a local cluster of this many nodes (one primary shard each, a replica)"
+    )
     args = parser.parse_args()
-    with url_or_local("bench-scale", heap=args.heap) as url:
-        rows = asyncio.run(measure(url, args.sizes, args.base, args.noise, args.layouts))
+    if args.nodes > 1:
+        with LocalCluster(size=args.nodes, name="bench-scale", heap=args.heap) as cluster:
+            cluster.wait_green()
+            rows = asyncio.run(measure(cluster.urls[0], args.sizes, args.base, args.noise, args.layouts, args.nodes))
+    else:
+        with url_or_local("bench-scale", heap=args.heap) as url:
+            rows = asyncio.run(measure(url, args.sizes, args.base, args.noise, args.layouts))
     save(rows, args.results, table)
 
 
