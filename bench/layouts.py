@@ -14,6 +14,9 @@ segment so that no layout is measured on more segments than another):
   as before mapping versions 2 / 5 (and as on a server before 8.17): the layout leaving them out replaces.
 - ``passages-dup``: ``passages`` with each long document's head vector written again as its first passage's
   (as before 2026-11-28): the layout writing it once replaces.
+- ``passages-allcands``: not an index of its own: ``passages``'s index, searched with the passages' kNN
+  clause gathering as many candidates as the heads' in a head-first index (as before 2026-11-28; today
+  ``HEAD_FIRST_PASSAGE_CANDIDATES`` of them): the same index, only the query differs.
 
 The store is measured settled: after the writes, once the shard's retention lease has moved past them, the
 index is force-merged (which drops the ``_recovery_source`` copy a filtered ``_source`` keeps until then);
@@ -69,7 +72,25 @@ def folder(name: str) -> Path:
 
 
 def index_name(name: str, layout: str) -> str:
-    return f"bench-layouts-{name}-{layout}".lower()
+    return f"bench-layouts-{name}-{layout.removesuffix('-allcands')}".lower()
+
+
+def searching_all_candidates(client: SearchClient) -> None:
+    """``passages-allcands``: this client's searches give the passages' clause the heads' candidates."""
+    import storage._dsl.queries as queries
+
+    def wrapped(call: Any) -> Any:
+        async def with_all(*args: Any, **kwargs: Any) -> Any:
+            saved, queries.HEAD_FIRST_PASSAGE_CANDIDATES = queries.HEAD_FIRST_PASSAGE_CANDIDATES, 1.0
+            try:  # (the request is built before the first await; layouts are searched one at a time)
+                return await call(*args, **kwargs)
+            finally:
+                queries.HEAD_FIRST_PASSAGE_CANDIDATES = saved
+
+        return with_all
+
+    client.search = wrapped(client.search)  # type: ignore[method-assign]
+    client.leg_rankings = wrapped(client.leg_rankings)  # type: ignore[method-assign]
 
 
 def settings_for(url: str, name: str, layout: str) -> SearchSettings:
@@ -112,7 +133,9 @@ async def build(url: str, name: str, layout: str, copies: int) -> None:
                 for n in range(1, copies + 1)
                 for d in data.documents
             ]
-        report = await client.index_documents(docs, refresh=True)
+        # (a bulk load asked for ends merged once the retention lease moved past it, the recovery copies
+        # dropped, however small the collection; the force merge below then finds one segment)
+        report = await client.index_documents(docs, refresh=True, bulk_load=True)
         assert report.ok, report.failed[:3]
         es = client.elasticsearch.options(request_timeout=900)
         await es.indices.flush(index=client.index)
@@ -192,6 +215,9 @@ async def measure(
     for text in queries:
         await cached.embed_query(text)
     clients = {lay: SearchClient.from_settings(settings_for(url, name, lay), embedder=cached) for lay in layouts}
+    for lay, client in clients.items():
+        if lay.endswith("-allcands"):
+            searching_all_candidates(client)
     for client in clients.values():
         await client.__aenter__()
     try:
@@ -206,7 +232,8 @@ async def measure(
             out["layouts"][lay]["p50_ms"] = p
         if scale:
             for lay in layouts:
-                build_in(tree if lay == "nested" else None, url, name, lay, 9)
+                if not lay.endswith("-allcands"):
+                    build_in(tree if lay == "nested" else None, url, name, lay, 9)
             for lay, client in clients.items():
                 out["layouts"][lay]["store_mb_10x"] = (await sizes(client))["store_mb"]
             await latencies(clients, queries[:20], 1)
@@ -266,7 +293,8 @@ def main() -> None:
     with url_or_local("bench-layouts", heap="1g") as url:
         for name in args.sets:
             for lay in args.layouts:
-                build_in(args.old_tree if lay == "nested" else None, url, name, lay, 0)
+                if not lay.endswith("-allcands"):  # (searches another layout's index)
+                    build_in(args.old_tree if lay == "nested" else None, url, name, lay, 0)
             row = asyncio.run(measure(url, name, args.layouts, args.rounds, args.scale, args.old_tree))
             rows.append(row)
             print(json.dumps(row), flush=True)

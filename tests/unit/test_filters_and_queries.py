@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from storage import InvalidQuery
 from storage._dsl.filters import parse_filters, to_es_filters
-from storage._dsl.queries import bm25_request, fetch_request, knn_request
+from storage._dsl.queries import EXACT_CANDIDATES, bm25_request, fetch_request, knn_request
 from storage._dsl.tenancy import read_scope
 from storage._dsl.text import _scrubbed, clean_query
 from storage.filters import Exists, Range, Term, Terms
@@ -104,6 +104,19 @@ def test_an_index_with_flat_heads_scores_a_document_by_the_better_of_its_head_an
     first = knn_request([0.1, 0.2], scope=scope, k=50, num_candidates=20, passages=3, passage_weight=0.9)
     assert first["query"]["dis_max"]["queries"][1]["nested"]["boost"] == 0.9
     assert "boost" not in first["query"]["dis_max"]["queries"][0]["knn"]
+
+
+def test_head_first_the_passages_clause_gathers_half_the_candidates_unless_the_search_is_exact() -> None:
+    scope = read_scope(None, None, what="search", multi_tenant=False)
+
+    def candidates(num: int, weight: float) -> tuple[int, int]:
+        body = knn_request([0.1, 0.2], scope=scope, k=10, num_candidates=num, passages=3, passage_weight=weight)
+        heads, nested = body["query"]["dis_max"]["queries"]
+        return heads["knn"]["num_candidates"], nested["nested"]["query"]["knn"]["num_candidates"]
+
+    assert candidates(100, 0.9) == (100, 50)  # head first: a passage decides only far ahead of its head
+    assert candidates(100, 1.0) == (100, 100)  # the better of: every passage competes in full
+    assert candidates(EXACT_CANDIDATES, 0.9) == (EXACT_CANDIDATES, EXACT_CANDIDATES)  # (the probe: exact)
 
 
 def test_the_shown_hits_passages_come_with_the_fetch_found_among_their_own_not_for_every_candidate() -> None:

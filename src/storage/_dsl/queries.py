@@ -12,6 +12,7 @@ from .tenancy import Scope
 __all__ = [
     "BM25_FIELDS",
     "EXACT_CANDIDATES",
+    "HEAD_FIRST_PASSAGE_CANDIDATES",
     "PASSAGE_FIELDS",
     "PIT_SORT",
     "SOURCE_EXCLUDES",
@@ -170,6 +171,12 @@ def _ids_only(body: dict[str, Any], docvalue_fields: Sequence[str]) -> dict[str,
 #: Elasticsearch takes. The filter leaves fewer, so the search is exact whether candidates count documents
 #: (8.13+) or passages (8.12).
 EXACT_CANDIDATES = 10_000
+#: Head first (``passage_weight`` below 1): the passages' kNN clause gathers this share of the heads'
+#: candidates. There a passage decides a document only where it beats the head by the weight's margin, i.e.
+#: among the passages nearest the query, which a shorter list still holds; the passages' graph (several
+#: vectors a long document) is where a kNN search of an index with passages spends most. Not applied to an
+#: exact search (:data:`EXACT_CANDIDATES`). Measured on both head-first collections: docs/benchmarks.md.
+HEAD_FIRST_PASSAGE_CANDIDATES = 0.5
 
 
 def fetch_request(
@@ -312,12 +319,16 @@ def _heads_and_passages(
     """A document's best vector, in an index whose heads are flat and whose long documents are nested: the
     heads' kNN query and the passages' (a document: its best passage, and its best ``shown`` passages as
     inner hits; none when ``shown`` is 0), the better score of the two (``dis_max``: a maximum, not a sum),
-    the passage's times ``passage_weight``."""
+    the passage's times ``passage_weight`` (below 1, head first: the passages' clause gathers fewer candidates,
+    :data:`HEAD_FIRST_PASSAGE_CANDIDATES`)."""
+    candidates = num_candidates
+    if passage_weight < 1.0 and num_candidates < EXACT_CANDIDATES:
+        candidates = max(1, round(num_candidates * HEAD_FIRST_PASSAGE_CANDIDATES))
     nested: dict[str, Any] = {
         "nested": {
             "path": "passages",
             "score_mode": "max",
-            "query": _knn_query(PASSAGE_VECTOR, vector, scope, num_candidates, similarity),
+            "query": _knn_query(PASSAGE_VECTOR, vector, scope, candidates, similarity),
         }
     }
     if shown:
