@@ -14,6 +14,8 @@ segment so that no layout is measured on more segments than another):
   as before mapping versions 2 / 5 (and as on a server before 8.17): the layout leaving them out replaces.
 - ``passages-dup``: ``passages`` with each long document's head vector written again as its first passage's
   (as before 2026-11-28): the layout writing it once replaces.
+- ``passages-pos``: ``passages`` with each passage's text indexed with its positions (as before mapping
+  version 7, 2026-11-28): the layout indexing it for its words only replaces.
 - ``passages-allcands``: not an index of its own: ``passages``'s index, searched with the passages' kNN
   clause gathering as many candidates as the heads' in a head-first index (as before 2026-11-28; today
   ``HEAD_FIRST_PASSAGE_CANDIDATES`` of them): the same index, only the query differs.
@@ -68,6 +70,10 @@ def folder(name: str) -> Path:
         from man_pages import build
 
         return build()
+    if name == "readmes":  # (real long documents: bench/readmes.py)
+        from readmes import build as build_readmes
+
+        return build_readmes()
     return long_collection(name.removesuffix("-x10")) if name.endswith("-x10") else GIVEN[name]
 
 
@@ -122,6 +128,18 @@ async def build(url: str, name: str, layout: str, copies: int) -> None:
             return out
 
         Embedded.source_for = again  # type: ignore[method-assign]
+    if layout.endswith("-pos"):  # (the passages' text with positions, as before mapping version 7)
+        import storage._indexing.indices as indices
+
+        made = indices.index_body
+
+        def with_positions(**kw: Any) -> dict[str, Any]:
+            body = made(**kw)
+            passage = body["mappings"]["properties"]["passages"]["properties"]
+            passage["text"] = {**passage["text"], "index_options": "positions"}
+            return body
+
+        indices.index_body = with_positions  # type: ignore[assignment]
     async with SearchClient.from_settings(settings_for(url, name, layout), embedder=embedder()) as client:
         if copies == 0:
             await client.indices.delete()
@@ -224,7 +242,10 @@ async def measure(
         for lay, client in clients.items():
             row = await sizes(client)
             # (whether its searches read nested passages: some document is over the window)
-            row["searches_passages"] = (await client.health()).index.searches_passages
+            health = (await client.health()).index
+            row["searches_passages"] = health.searches_passages
+            row["agreement"] = health.passage_agreement  # (and so how its long documents are read)
+            row["head_first"] = health.long_documents_head_first
             row["ndcg"] = {s.mode: s.ndcg_at_10 for s in await evaluate(client, data)}
             out["layouts"][lay] = row
         await latencies(clients, queries[:20], 1)  # warm every layout
@@ -266,6 +287,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                 if "p50_ms_10x" in r:
                     h10, p10 = head["p50_ms_10x"], r["p50_ms_10x"]
                     big = f"{p10['knn'] / h10['knn']:.2f}×, {p10['hybrid'] / h10['hybrid']:.2f}×"
+            if r.get("agreement") is not None:  # (the median agreement, and so how long documents are read)
+                lay += f" ({r['agreement']:.3f}: {'head first' if r.get('head_first') else 'the better of'})"
             lines.append(
                 f"| {row['set']} | {lay} | {r['store_mb']} | {nd['bm25']:.4f} / {nd['knn']:.4f} / {nd['hybrid']:.4f} "
                 f"| {p['bm25']} / {p['knn']} / {p['hybrid']} | {rel} | {big} |"

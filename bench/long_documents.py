@@ -26,6 +26,44 @@ SOURCES = {"scifact": SHARED / "beir" / "scifact", "lisa": SHARED / "ir" / "lisa
 SEED = 7
 
 
+def write_known_items(
+    out: Path, docs: list[dict[str, str]], relevant: dict[str, list[str]], *, queries: int, seed: int, sources: str
+) -> Path:
+    """Write a known-item collection into ``out`` (BEIR layout): ``docs`` (``_id``, ``title``, ``text``), and
+    ``queries`` of ``relevant``'s keys (each query's text -> the ids relevant to it, grade 1), sampled with
+    ``seed``; ``sources`` is what SOURCES.md says of where it came from."""
+    asked = sorted(relevant)
+    random.Random(seed).shuffle(asked)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "qrels").mkdir(exist_ok=True)
+    with (out / "corpus.jsonl").open("w", encoding="utf-8") as fh:
+        for doc in docs:
+            fh.write(json.dumps(doc) + "\n")
+    with (
+        (out / "queries.jsonl").open("w", encoding="utf-8") as qfh,
+        (out / "qrels" / "test.tsv").open("w", encoding="utf-8") as rfh,
+    ):
+        rfh.write("query-id\tcorpus-id\tscore\n")
+        for n, text in enumerate(asked[:queries]):
+            qid = f"q{n:04d}"
+            qfh.write(json.dumps({"_id": qid, "text": text}) + "\n")
+            for doc_id in relevant[text]:
+                rfh.write(f"{qid}\t{doc_id}\t1\n")
+    (out / "SOURCES.md").write_text(f"{sources}; {queries} queries sampled with seed {seed}.\n")
+    return out
+
+
+def describe(path: Path, unit: str) -> str:
+    """A line on a collection: its documents (``unit``), their median length, how many are long, its queries."""
+    data = load_beir(path)
+    words = sorted(len(d.text.split()) for d in data.documents)
+    over = sum(w > 350 for w in words)
+    return (
+        f"{path}: {len(data.documents)} {unit}, median {words[len(words) // 2]} words, {over} over 350 words "
+        f"({over / len(words):.0%}), {len(data.qrels)} judged queries"
+    )
+
+
 def build(source: Path, out: Path, *, per_report: int = 10, seed: int = SEED) -> Path:
     """Write the long version of ``source`` into ``out`` (if it is not there already) and return ``out``."""
     if (out / "corpus.jsonl").is_file():

@@ -42,6 +42,7 @@ from layouts import embedder
 from long_documents import SHARED, long_collection
 from man_pages import build as man_pages
 from output import each_set, save
+from readmes import build as readmes
 
 from storage import SearchClient, SearchSettings
 from storage._dsl.queries import bm25_request, knn_query_request  # (the product's clauses, recombined)
@@ -83,6 +84,8 @@ KNN = _variants("head") | {
 def folder(name: str) -> Path:
     if name == "manpages":
         return man_pages()
+    if name == "readmes":
+        return readmes()
     if name.endswith("-x10"):
         return long_collection(name.removesuffix("-x10"))
     return {"scifact": SHARED / "beir" / "scifact", "lisa": SHARED / "ir" / "lisa"}[name]

@@ -1,5 +1,6 @@
 """A collection of real long documents with judgments: the Linux manual's system-call and library pages
-(Debian's ``manpages`` and ``manpages-dev``, sections 2 and 3), BEIR layout, for the long-document benches.
+(Debian's ``manpages`` and ``manpages-dev``, sections 2 and 3: their own pages only, whatever else the machine
+has installed), BEIR layout, for the long-document benches.
 
 Each page is rendered to text (``groff -mandoc -Tutf8``); its NAME section is taken out of the text and
 gives the query: the description after the dash ("open, openat, creat - open and possibly create a file"
@@ -17,18 +18,17 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import json
-import random
 import re
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from storage.evaluation import load_beir
+from long_documents import describe, write_known_items
 
 ROOT = Path(__file__).resolve().parents[1]
 MAN = Path("/usr/share/man")
 SECTIONS = ("man2", "man3")
+PACKAGES = ("manpages", "manpages-dev")
 OUT = ROOT / ".cache" / "long" / "manpages"
 SEED = 11
 
@@ -63,10 +63,21 @@ def render(path: Path) -> tuple[str, str, str] | None:
     return names.strip(), description.strip(), body.strip()
 
 
+def pages_of(packages: tuple[str, ...]) -> list[Path]:
+    """The pages of sections 2 and 3 that ``packages`` install (``dpkg -L``): not every page the machine has,
+    which other packages (libraries' ``-dev`` packages, Perl modules) add to and which differs by machine."""
+    listed = subprocess.run(["dpkg", "-L", *packages], capture_output=True, text=True, check=True).stdout
+    return sorted(
+        path
+        for line in listed.splitlines()
+        if (path := Path(line)).parent.name in SECTIONS and path.parent.parent == MAN and path.suffix == ".gz"
+    )
+
+
 def build(out: Path = OUT, queries: int = 300, seed: int = SEED) -> Path:
     if (out / "corpus.jsonl").is_file():
         return out
-    paths = sorted(p for s in SECTIONS for p in (MAN / s).glob("*.gz"))
+    paths = pages_of(PACKAGES)
     with ProcessPoolExecutor(max_workers=2) as pool:
         pages = list(pool.map(render, paths, chunksize=32))
     seen: set[str] = set()
@@ -83,43 +94,23 @@ def build(out: Path = OUT, queries: int = 300, seed: int = SEED) -> Path:
         doc_id = path.name.removesuffix(".gz")
         docs.append({"_id": doc_id, "title": names, "text": text})
         by_description.setdefault(description.lower().rstrip("."), []).append(doc_id)
-    asked = sorted(by_description)
-    random.Random(seed).shuffle(asked)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "qrels").mkdir(exist_ok=True)
-    with (out / "corpus.jsonl").open("w", encoding="utf-8") as fh:
-        for doc in docs:
-            fh.write(json.dumps(doc) + "\n")
-    with (
-        (out / "queries.jsonl").open("w", encoding="utf-8") as qfh,
-        (out / "qrels" / "test.tsv").open("w", encoding="utf-8") as rfh,
-    ):
-        rfh.write("query-id\tcorpus-id\tscore\n")
-        for n, description in enumerate(asked[:queries]):
-            qid = f"q{n:04d}"
-            qfh.write(json.dumps({"_id": qid, "text": description}) + "\n")
-            for doc_id in by_description[description]:
-                rfh.write(f"{qid}\t{doc_id}\t1\n")
-    (out / "SOURCES.md").write_text(
-        "Built by bench/man_pages.py from Debian's manpages and manpages-dev (Linux man-pages 6.03, sections 2 "
-        "and 3; licences in /usr/share/doc/manpages*/copyright): each page rendered with groff, its NAME "
-        f"section taken out and used as the query; {queries} queries sampled with seed {seed}.\n"
+    return write_known_items(
+        out,
+        docs,
+        by_description,
+        queries=queries,
+        seed=seed,
+        sources="Built by bench/man_pages.py from Debian's manpages and manpages-dev (Linux man-pages 6.03, "
+        "sections 2 and 3, their own pages; licences in /usr/share/doc/manpages*/copyright): each page rendered "
+        "with groff, its NAME section taken out and used as the query",
     )
-    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
-    path = build(queries=args.queries)
-    data = load_beir(path)
-    words = sorted(len(d.text.split()) for d in data.documents)
-    over = sum(w > 350 for w in words)
-    print(
-        f"{path}: {len(data.documents)} pages, median {words[len(words) // 2]} words, {over} over 350 words "
-        f"({over / len(words):.0%}), {len(data.qrels)} judged queries"
-    )
+    print(describe(build(queries=args.queries), "pages"))
 
 
 if __name__ == "__main__":

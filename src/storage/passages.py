@@ -108,10 +108,12 @@ def _cut_points(spans: Sequence[Span], starts: Sequence[int]) -> list[int]:
 
 def _word_start(spans: Sequence[Span], i: int, floor: int) -> int:
     """``i`` moved back to the first piece of its word (a word piece glued to the one before it continues
-    that word), but not to ``floor`` or below."""
-    while i - 1 > floor and spans[i][0] == spans[i - 1][1]:
-        i -= 1
-    return i
+    that word); ``i`` itself when that word begins at ``floor`` or before (a word longer than the room, such
+    as a table's border of dashes: cut inside it)."""
+    j = i
+    while j - 1 > floor and spans[j][0] == spans[j - 1][1]:
+        j -= 1
+    return i if j - 1 == floor and spans[j][0] == spans[j - 1][1] else j
 
 
 def split(text: str, spans: Sequence[Span], *, budget: int, overlap: int) -> list[Span]:
@@ -126,6 +128,7 @@ def split(text: str, spans: Sequence[Span], *, budget: int, overlap: int) -> lis
     if budget < 1:
         raise ValueError("budget must be >= 1")
     overlap = max(0, min(overlap, budget // 2))
+    stride = max((budget - overlap) // 4, 1)
     cuts = _cut_points(spans, sentence_starts(text))
     out: list[Span] = []
     start, last_end = 0, 0
@@ -143,7 +146,9 @@ def split(text: str, spans: Sequence[Span], *, budget: int, overlap: int) -> lis
             return out
         last_end = end
         target = max(end - overlap, start + 1)
-        start = _next_start(spans, cuts, target, floor=start, end=end, slack=overlap)
+        # (never less than a quarter of budget - overlap on: a text has at most about 4 × its tokens / (budget -
+        # overlap) passages, whatever its sentences look like)
+        start = max(_next_start(spans, cuts, target, floor=start, end=end, slack=overlap), start + stride)
 
 
 def _next_start(spans: Sequence[Span], cuts: Sequence[int], target: int, *, floor: int, end: int, slack: int) -> int:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 from elasticsearch import AsyncElasticsearch
 
-from embeddings import HashingEmbedder, Vector
+from embeddings import HashingEmbedder, LocalEmbedder, Vector
 from storage import Document, PassagesMismatch, SearchClient, SearchSettings
 from storage._dsl.mapping import index_body
 from storage.agent import assemble_context
@@ -95,6 +95,13 @@ async def test_bm25_ranks_a_long_document_whose_words_meet_in_one_passage_above_
     await passages.index_documents([Document(id="scattered", title="Annual report", text=SCATTERED)], refresh=True)
     res = await passages.search(QUERY, mode="bm25", limit=5)
     assert res.ids[:2] == ["long", "scattered"]  # same words, same length: the one where they meet wins
+    # A passage's text is indexed for its words (no positions): a quoted phrase counts as a phrase in the whole
+    # text and as its words in a passage, never as a query the passages cannot answer.
+    mapping = (await es.indices.get_mapping(index=passages.index)).body
+    (fields,) = [m["mappings"]["properties"]["passages"]["properties"] for m in mapping.values()]
+    assert fields["text"]["index_options"] == "freqs"
+    phrase = await passages.search('"quantum widget" Zorblax', mode="bm25", limit=5)
+    assert phrase.ids[0] == "long"
     stored = (await es.get(index=passages.index, id="long")).body["_source"]
     assert all(set(p) == {"start", "end"} for p in stored["passages"])  # passage texts indexed, not stored
     # Whole-text BM25 alone (an index without passages) cannot tell the two apart.
@@ -111,6 +118,25 @@ async def test_bm25_ranks_a_long_document_whose_words_meet_in_one_passage_above_
     # The walk's BM25 order is the same query's (its tail pages on with the leg's sort values).
     page = await passages.search_page(QUERY, mode="bm25", limit=2)
     assert page.ids == ["long", "scattered"]
+
+
+async def test_a_readme_with_a_table_border_is_indexed_in_as_many_passages_as_its_length_needs(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    """The model's tokenizer cuts a ``+-----+`` border into one piece per character, glued: a word longer than a
+    passage. It is cut inside, and the passages move on by about a passage each (they used to move on by one
+    piece: thousands of passages, a bulk request Elasticsearch refused with a 413)."""
+    border = "+" + "-" * 1500 + "+"
+    text = "Connection parameters for the client follow in a table.\n" + f"{border}\n| host | the server |\n" * 3
+    async with SearchClient.from_settings(settings, embedder=LocalEmbedder()) as client:
+        await client.ensure_index()
+        report = await client.index_documents([Document(id="readme", title="connector", text=text)], refresh=True)
+        assert report.ok, report.failed
+        stored = (await es.get(index=client.index, id="readme")).body["_source"]["passages"]
+        # ~4,500 word pieces at 192 a passage, 48 shared: about 32 passages (one per piece would be ~4,500)
+        assert 15 < len(stored) < 70
+        res = await client.search("host server connection parameters", limit=1)
+        assert res.ids == ["readme"]
 
 
 @pytest.mark.parametrize("version", [2, 3])

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from storage import InvalidQuery
 from storage._dsl.filters import parse_filters, to_es_filters
+from storage._dsl.mapping import index_body
 from storage._dsl.queries import EXACT_CANDIDATES, bm25_request, fetch_request, knn_request
 from storage._dsl.tenancy import read_scope
 from storage._dsl.text import _scrubbed, clean_query
 from storage.filters import Exists, Range, Term, Terms
+from storage.passages import PassageSetting
 
 
 def test_mapping_filters_render_to_term_terms_range_and_exists() -> None:
@@ -168,3 +170,17 @@ def test_printable_text_skips_the_scan_and_gets_what_the_scan_would_give(text: s
 def test_empty_or_non_text_queries_are_invalid(text: object) -> None:
     with pytest.raises(InvalidQuery):
         clean_query(text)
+
+
+def test_a_quoted_phrase_counts_as_a_phrase_in_the_whole_text_and_as_its_words_in_a_passage() -> None:
+    scope = read_scope(None, None, what="search", multi_tenant=False)
+    body = bm25_request('"heart attack" aspirin', scope=scope, size=10, passage_text=True, head_vectors=True)
+    whole, best = body["query"]["bool"]["must"][0]["dis_max"]["queries"]
+    assert {q["simple_query_string"]["query"] for q in whole["dis_max"]["queries"]} == {'"heart attack" aspirin'}
+    # (a passage's text is indexed without positions: a phrase query there would match nothing)
+    assert best["nested"]["query"]["simple_query_string"]["query"] == " heart attack  aspirin"
+    assert best["nested"]["query"]["simple_query_string"]["fields"] == ["passages.text"]
+    body = index_body(dimensions=2, normalized=True, model_id="m", analyzer="standard", passages=PassageSetting())
+    passage = body["mappings"]["properties"]["passages"]["properties"]
+    assert passage["text"]["index_options"] == "freqs"
+    assert "index_options" not in body["mappings"]["properties"]["text"]  # the whole text keeps its positions

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage._indexing.intake import Embedded, Record
+from storage._errors import DependencyError
+from storage._indexing.intake import Embedded, Record, transport_failure
 from storage._transport.targets import TargetInfo
 from storage.passages import (
     AGREEMENT_MIN_DOCUMENTS,
@@ -30,7 +31,9 @@ def _spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _PIECE.finditer(text)]
 
 
-_WORDS = st.sampled_from(["revenue", "guidance", "a", "cut", "of", "quarterly", "Apple", "x", "internationalisation"])
+_WORDS = st.sampled_from(
+    ["revenue", "guidance", "a", "cut", "of", "quarterly", "Apple", "x", "internationalisation", "+" + "-" * 90 + "+"]
+)
 _TEXTS = st.lists(
     st.tuples(st.lists(_WORDS, min_size=1, max_size=25), st.sampled_from([". ", "! ", "? ", ", ", "\n", " "])),
     min_size=0,
@@ -58,6 +61,22 @@ def test_passages_cover_every_token_stay_within_the_budget_and_are_deterministic
     assert passages[0][0] == spans[0][0]
     assert passages[-1][1] == spans[-1][1]
     assert all(a[0] < b[0] and a[1] < b[1] for a, b in itertools.pairwise(passages))
+    # Each passage starts at least a quarter of (budget - overlap) tokens after the one before: what a document
+    # costs is bounded by its length, whatever its sentences and words look like.
+    stride = max((budget - min(overlap, budget // 2)) // 4, 1)
+    assert len(passages) <= (len(spans) - 1) // stride + 1
+
+
+def test_a_word_longer_than_a_passage_is_cut_inside_and_the_passages_still_move_on() -> None:
+    """A table's border (``+----...``: hundreds of one-character pieces glued together) used to make every
+    passage start one piece after the one before: a 3,000-word README got 15,557 passages (133 MB of JSON
+    in one bulk request, which Elasticsearch refused with a 413)."""
+    border = "+" + "-" * 600 + "+"
+    text = f"Connection parameters follow. {border}\n| host | the server |\n{border}\nThat is all."
+    spans = _spans(text)
+    passages = split(text, spans, budget=24, overlap=6)
+    assert len(passages) <= 2 * len(spans) // (24 - 6) + 1  # about one per 18 pieces, not one per piece
+    assert max(len([s for s in spans if a <= s[0] and s[1] <= b]) for a, b in passages) == 24
 
 
 def test_a_passage_ends_at_a_sentence_end_when_one_is_in_its_second_half() -> None:
@@ -147,3 +166,12 @@ def test_a_long_documents_head_vector_is_written_once_not_again_among_its_passag
     # An index before mapping version 4 reads nested vectors only: there the head keeps its vector.
     old = Embedded(record, vectors, spans).source_for(with_text=True, nested_heads=True)
     assert [p["vector"] for p in old["passages"]] == vectors
+
+
+def test_a_bulk_request_refused_as_too_large_fails_its_documents_as_too_large_not_as_an_unknown_outcome() -> None:
+    refused = DependencyError("Elasticsearch answered 413: None", dependency="elasticsearch", status=413)
+    failed = transport_failure("big", refused)
+    assert (failed.reason, failed.status) == ("too_large", 413)
+    assert "nothing of it was written" in failed.detail
+    lost = transport_failure("x", DependencyError("reset", dependency="elasticsearch", status=None))
+    assert "outcome unknown" in lost.detail

@@ -18,6 +18,7 @@ __all__ = [
     "INDEX_VERSION_WIDTH",
     "METADATA_VALUE",
     "PASSAGE_AGREEMENT",
+    "PASSAGE_TEXT_OPTIONS",
     "PAYLOAD",
     "building_versions",
     "index_body",
@@ -56,9 +57,14 @@ DYNAMIC_TEMPLATES: list[dict[str, Any]] = [
 #: (a short document costs what it costs without passages); 1 -> 2 and 4 -> 5: vectors left out of
 #: ``_source`` on servers that give them back from doc values (:func:`vectors_in_source_for`; an index of an
 #: earlier version, or built on an older server, keeps them there and is read from there); 6: each long
-#: document's ``passage_agreement`` (a doc value: how a search reads the index's long documents).
+#: document's ``passage_agreement`` (a doc value: how a search reads the index's long documents); 7: the
+#: passages' text indexed without positions (``PASSAGE_TEXT_OPTIONS``).
 MAPPING_VERSION = 2
-PASSAGES_MAPPING_VERSION = 6
+PASSAGES_MAPPING_VERSION = 7
+#: How a passage's text is indexed: its words and their counts, no positions (a phrase is matched in the whole
+#: text, ``storage._dsl.queries``). Positions were 45 % of the passages' text index (SciFact: 319 of 705 KB,
+#: docs/benchmarks.md), searched only by a quoted phrase.
+PASSAGE_TEXT_OPTIONS = "freqs"
 #: How far a long document's passages agree with its head (``storage.passages.agreement``): a doc value the
 #: search reads the median of, never searched.
 PASSAGE_AGREEMENT: dict[str, Any] = {"type": "half_float", "index": False}
@@ -177,11 +183,12 @@ def index_body(
       a document that fits the model's window is stored and searched exactly as in an index without them.
       Only a document longer than the window gets a nested ``passages`` field (``start``, ``end``: offsets in
       the text; ``vector``; the head's first, without a vector: ``embedding`` is its vector, indexed once): the
-      kNN leg scores a document by the better of its head and
-      its best passage (``storage._dsl.queries.knn_request``). Each passage's text is indexed too (BM25 scores
-      a long document by the better of its whole text and its best passage: ``bm25_request``). Each long
-      document's ``passage_agreement`` decides how: where the index's long documents agree with their heads
-      (the median at least ``storage.passages.AGREEMENT_THRESHOLD``) they are read head first.
+      kNN leg scores a document by the better of its head and its best passage
+      (``storage._dsl.queries.knn_request``). Each passage's text is indexed too, for its words (no positions:
+      ``PASSAGE_TEXT_OPTIONS``; BM25 scores a long document by the better of its whole text and its best
+      passage: ``bm25_request``). Each long document's ``passage_agreement`` decides how: where the index's
+      long documents agree with their heads (the median at least ``storage.passages.AGREEMENT_THRESHOLD``)
+      they are read head first.
     - Vectors (the head's and the passages') and passage texts are left out of ``_source`` (the offsets
       stay): stored as JSON, vectors were three quarters of a head-only index's bytes, and a long document's
       passage vectors made its ``_source`` ten times larger and every fetch of it slower. The head vector
@@ -227,7 +234,7 @@ def index_body(
                 "start": {"type": "integer", "index": False},
                 "end": {"type": "integer", "index": False},
                 "vector": vector,
-                "text": text_field,
+                "text": {**text_field, "index_options": PASSAGE_TEXT_OPTIONS},
             },
         }
         properties["passage_agreement"] = PASSAGE_AGREEMENT

@@ -74,7 +74,9 @@ def bm25_request(
     along cheaply.
 
     ``passage_text``: the index holds each passage's text (``storage._dsl.mapping``): a long document whose
-    words meet in one section ranks above one that scatters them. In an index with flat heads
+    words meet in one section ranks above one that scatters them. A passage is read for its words only (its
+    text has no positions since mapping version 7): a quoted phrase counts as a phrase in the whole text and
+    as its words in a passage. In an index with flat heads
     (``head_vectors``: mapping version 4, where only long documents have passages) a document scores by the
     better of its whole text and its best passage (a ``dis_max``): a short document by its text, as without
     passages, and a long one by its best part of about a window's length, comparable with a short one. In an
@@ -101,7 +103,10 @@ def _bm25_query(
     if clause is None and passage_text and fields == BM25_FIELDS:
         # (since mapping version 4 a passage holds its text only: its title is its document's)
         passage_fields = PASSAGE_FIELDS[1:] if best_of else PASSAGE_FIELDS
-        best = {"nested": {"path": "passages", "score_mode": "max", "query": _keywords(text, passage_fields)}}
+        # (a passage's text is indexed for its words, without positions: a quoted phrase is read as its words
+        # there, and counts as a phrase in the whole text)
+        words = text.replace('"', " ")
+        best = {"nested": {"path": "passages", "score_mode": "max", "query": _keywords(words, passage_fields)}}
         whole = _keywords(text, fields)
         if best_of:
             return {"bool": {"must": [{"dis_max": {"queries": [whole, best]}}], "filter": list(scope.clauses)}}

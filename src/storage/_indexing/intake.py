@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from embeddings import Vector
 
 from .._dsl.tenancy import stamp
-from .._errors import InvalidDocument, InvalidQuery, SearchError
+from .._errors import DependencyError, InvalidDocument, InvalidQuery, SearchError
 from .._types.models import Document, FailedDocument, embedding_text
 from ..passages import Agreement, Span
 
@@ -255,6 +255,14 @@ class Outcomes:
 
 
 def transport_failure(doc_id: str, exc: SearchError) -> FailedDocument:
+    if isinstance(exc, DependencyError) and exc.status == 413:  # (refused whole: nothing of it was written)
+        return FailedDocument(
+            id=doc_id,
+            reason="too_large",
+            status=413,
+            detail="Elasticsearch refused the bulk request holding it as too large (over its "
+            "http.max_content_length); nothing of it was written",
+        )
     return FailedDocument(
         id=doc_id,
         reason=exc.reason if exc.reason != "error" else "transport_error",
