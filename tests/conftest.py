@@ -38,17 +38,18 @@ TESTS_DIR = Path(__file__).parent
 
 
 def _needs_chat_server(item: pytest.Item) -> bool:
-    callspec = getattr(item, "callspec", None)
-    code = callspec.params.get("code", "") if callspec is not None else ""
-    return "chat_server" in getattr(item, "fixturenames", ()) or (isinstance(code, str) and "LLM_" in code)
+    return "chat_server" in getattr(item, "fixturenames", ())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The tests that need the local chat server run last: ./dev.sh test builds it in the background (once,
-    # minutes) while the others run, and its fixture waits for that build.
+    # The tests that need the local chat server run last (marked chat_server): ./dev.sh test builds it in the
+    # background (once, minutes) while the others run, runs them after the main pass, and their fixture waits
+    # for that build.
     items.sort(key=_needs_chat_server)  # stable: the order within each group is kept
     deselected = []
     for item in items:
+        if _needs_chat_server(item):
+            item.add_marker(pytest.mark.chat_server)
         if (TESTS_DIR / "integration") in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("client9") is not None and CLIENT_MAJOR < 9:

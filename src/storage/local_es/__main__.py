@@ -131,16 +131,23 @@ def _main(argv: list[str] | None = None) -> int:
                 f"stop with: python -m storage.local_es stop{_name_flag(args.name)})"
             )
         else:
-            url = node.start()
-            print(f"Elasticsearch {node.version} is running at {url} (pid {node.pid}) - Ctrl-C stops it", flush=True)
-            with contextlib.suppress(KeyboardInterrupt):
-                # Ctrl-C stops it even when started from a shell that ignores SIGINT for background jobs
-                # (Python then never installs its handler: the node would outlive an interrupt).
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            # Ctrl-C stops it even when started from a shell (or a test worker) that ignores SIGINT for
+            # background jobs: Python then never installs its handler, so it is installed here, before the
+            # node starts and the line saying Ctrl-C stops it is printed (an interrupt sent as soon as that
+            # line is read was ignored, and the node outlived it).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+            try:
+                url = node.start()
+                print(
+                    f"Elasticsearch {node.version} is running at {url} (pid {node.pid}) - Ctrl-C stops it", flush=True
+                )
                 while node.process is not None and node.process.poll() is None:
                     time.sleep(1)
-            node.stop()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                node.stop()
     except LocalElasticsearchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

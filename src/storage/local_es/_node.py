@@ -36,6 +36,7 @@ from ._host import (
     _stop_group,
     default_cache_dir,
     default_version,
+    exclusive,
     find_java_home,
     logger,
     unreachable_by,
@@ -130,9 +131,14 @@ class LocalElasticsearch:
         """Download (if not cached) and unpack (if not unpacked) the distribution; return its home."""
         if (self.home / "bin" / "elasticsearch").exists():
             return self.home
-        if not self.zip_path.exists():
-            self._download()
-        self._unpack()
+        # Two processes starting nodes of one version at once would download into the same file and unpack
+        # over each other (the second removing a home the first already runs from): one does it.
+        with exclusive(self.zip_path.parent / f".{self.version}.lock"):
+            if (self.home / "bin" / "elasticsearch").exists():
+                return self.home
+            if not self.zip_path.exists():
+                self._download()
+            self._unpack()
         return self.home
 
     def _download(self) -> None:

@@ -20,19 +20,16 @@ this built in and needs none of it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import shutil
 import subprocess
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._host import LocalElasticsearchError, logger
+from ._host import LocalElasticsearchError, exclusive, logger
 
 SOURCES = Path(__file__).parent / "plugins"
 _STAMP = "hybrid-search.sha256"
@@ -110,21 +107,9 @@ def _fingerprint(plugin: _Plugin, version: str) -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    """Nodes of one cluster start together and share the distribution: one of them installs."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def install_plugins(home: Path, version: str, java_home: Path, build_root: Path) -> None:
     """Build (if the sources or version changed) and install the plugins into ``home/plugins``. Idempotent."""
-    with _locked(build_root / f".{version}.lock"):
+    with exclusive(build_root / f".{version}.lock"):
         for plugin in PLUGINS:
             fingerprint = _fingerprint(plugin, version)
             target = home / "plugins" / plugin.name
