@@ -22,7 +22,6 @@ CACHE = Path(__file__).resolve().parents[1] / ".cache" / "peers"
 
 
 def _archive(requirement: str, filename: str, sha256: str) -> Path:
-    CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / filename
     if not path.exists():
         # Only the peer itself from source: `--no-binary :all:` built its build backend and that backend's

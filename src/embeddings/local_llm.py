@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -46,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from filelock import FileLock
 
 __all__ = ["MODELS", "LocalChatServer", "LocalLLMError", "ModelPackage", "build_flags", "default_cache_dir"]
 
@@ -186,12 +187,8 @@ class LocalChatServer:
         into one cache wait for each other (a file lock): ``./dev.sh test`` builds in the background while
         the other tests run, and the chat server's fixture waits for that build."""
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        with (self.cache_dir / "install.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                return self._install()
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with FileLock(self.cache_dir / "install.lock"):
+            return self._install()
 
     def _install(self) -> Path:
         if not self._server_installed():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import importlib.metadata
 import logging
 import os
@@ -14,7 +13,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 logger = logging.getLogger("storage.local_es")
@@ -209,20 +207,3 @@ def _stop_group(pgid: int, timeout_s: float, proc: subprocess.Popen[bytes] | Non
         os.killpg(pgid, signal.SIGKILL)
     if proc is not None:
         proc.wait()
-
-
-# -- command line -----------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_file`` (created if missing) across processes: nodes that start
-    together (a cluster's, or two test workers') share one distribution and its plugins, and one of them
-    fetches, unpacks or builds while the others wait."""
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with lock_file.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from filelock import FileLock
+
 from ._host import (
     _ARTIFACT,
     _MAVEN_DEPENDENCY_PLUGIN,
@@ -36,7 +38,6 @@ from ._host import (
     _stop_group,
     default_cache_dir,
     default_version,
-    exclusive,
     find_java_home,
     logger,
     unreachable_by,
@@ -133,7 +134,8 @@ class LocalElasticsearch:
             return self.home
         # Two processes starting nodes of one version at once would download into the same file and unpack
         # over each other (the second removing a home the first already runs from): one does it.
-        with exclusive(self.zip_path.parent / f".{self.version}.lock"):
+        self.zip_path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.zip_path.parent / f".{self.version}.lock"):
             if (self.home / "bin" / "elasticsearch").exists():
                 return self.home
             if not self.zip_path.exists():

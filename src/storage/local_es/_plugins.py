@@ -29,7 +29,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._host import LocalElasticsearchError, exclusive, logger
+from filelock import FileLock
+
+from ._host import LocalElasticsearchError, logger
 
 SOURCES = Path(__file__).parent / "plugins"
 _STAMP = "hybrid-search.sha256"
@@ -109,7 +111,8 @@ def _fingerprint(plugin: _Plugin, version: str) -> str:
 
 def install_plugins(home: Path, version: str, java_home: Path, build_root: Path) -> None:
     """Build (if the sources or version changed) and install the plugins into ``home/plugins``. Idempotent."""
-    with exclusive(build_root / f".{version}.lock"):
+    build_root.mkdir(parents=True, exist_ok=True)
+    with FileLock(build_root / f".{version}.lock"):  # a cluster's nodes start together: one builds
         for plugin in PLUGINS:
             fingerprint = _fingerprint(plugin, version)
             target = home / "plugins" / plugin.name
