@@ -153,6 +153,51 @@ async def test_a_knn_only_hit_carries_a_highlight_from_one_follow_up(client: Sea
     assert all(h.highlights == {} and h.highlight_source is None for h in plain.hits)
 
 
+# A document over 1 MiB makes a bulk request over aiohttp's 1 MiB mark, where it warns (a ResourceWarning,
+# which Python ignores by default) that sending so many raw bytes may hold the event loop.
+@pytest.mark.filterwarnings("ignore:Sending a large body directly with raw bytes:ResourceWarning")
+async def test_a_text_longer_than_the_highlighter_reads_is_found_and_shown_in_every_mode(client: SearchClient) -> None:
+    # Elasticsearch's highlighter reads 1,000,000 characters of a text by default and fails the whole request
+    # for a longer one unless told to stop there: one such document would fail every search that shows it.
+    await client.ensure_index()
+    book = "chapter words fill the pages. " * 36_000 + "the quokka appears at the very end."
+    assert len(book) > 1_000_000
+    await client.index_documents(
+        [
+            Document(id="book", title="a long book", text=book),
+            Document(id="note", title="quokka note", text="a quokka is a small marsupial"),
+        ],
+        refresh=True,
+    )
+    for mode in ("bm25", "knn", "hybrid"):
+        res = await client.search("quokka", mode=mode, limit=5)
+        assert set(res.ids) >= ({"book", "note"} if mode != "knn" else {"note"}), mode
+        assert res.completeness.highlights_complete, mode
+        note = next(h for h in res.hits if h.id == "note")
+        assert "<em>quokka</em>" in " ".join(note.highlights["text"]), mode
+    book_hit = next(h for h in (await client.search("quokka", mode="bm25")).hits if h.id == "book")
+    # Its match lies past what the highlighter reads: it shows the text's start, found all the same.
+    assert book_hit.highlights["text"][0].startswith("chapter words fill the pages.")
+
+
+async def test_a_lowered_highlight_limit_of_the_index_is_honoured(
+    client: SearchClient, settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    index = await client.ensure_index()
+    await es.indices.put_settings(index=index, settings={"index.highlight.max_analyzed_offset": 5_000})
+    text = "filler words " * 1_000 + "the quokka hides here."  # the match past 5,000 characters
+    await client.index_documents(
+        [Document(id="long", text=text), Document(id="short", text="a quokka in plain sight")], refresh=True
+    )
+    # A client that reads the index now (another process, or this one within a minute) asks for no more.
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as fresh:
+        res = await fresh.search("quokka", limit=5)
+    assert set(res.ids) == {"long", "short"}
+    by_id = {h.id: h for h in res.hits}
+    assert "<em>quokka</em>" in " ".join(by_id["short"].highlights["text"])
+    assert "quokka" not in " ".join(by_id["long"].highlights["text"])
+
+
 async def test_a_misspelt_query_finds_its_document_through_the_fuzzy_retry(client: SearchClient) -> None:
     await client.ensure_index()
     await client.index_documents(

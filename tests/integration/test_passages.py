@@ -139,6 +139,51 @@ async def test_a_readme_with_a_table_border_is_indexed_in_as_many_passages_as_it
         assert res.ids == ["readme"]
 
 
+class _Recording(HashingEmbedder):
+    """The test embedder, keeping every document text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(dimensions=256, window_tokens=WINDOW)
+        self.embedded: list[str] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        self.embedded += texts
+        return await super().embed_documents(texts)
+
+
+async def test_a_document_with_more_passages_than_its_index_allows_is_refused_before_it_is_embedded(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    embedder = _Recording()
+    s = settings.model_copy(update={"passage_tokens": 24, "passage_overlap": 6})
+    async with SearchClient.from_settings(s, embedder=embedder) as client:
+        index = await client.ensure_index()
+        await es.indices.put_settings(index=index, settings={"index.mapping.nested_objects.limit": 6})
+        docs = [
+            _long("huge", tail="Quibblefrotz appears in the huge report only."),  # ~25 passages
+            Document(id="two", title="Annual report", text=FILLER * 4 + TAIL),  # a few passages: fits
+            Document(id="short", title="Widget news", text="Widget makers expect steady sales."),
+        ]
+        report = await client.index_documents(docs, refresh=True)
+    assert sorted(report.indexed) == ["short", "two"]
+    (failed,) = report.failed
+    assert (failed.id, failed.reason) == ("huge", "too_large")
+    assert "index.mapping.nested_objects.limit" in failed.detail
+    assert "6 nested objects" in failed.detail
+    assert embedder.embedded
+    assert not any("Quibblefrotz" in text for text in embedder.embedded)
+    assert not (await es.exists(index=index, id="huge")).body
+    stored = (await es.get(index=index, id="two")).body["_source"]
+    assert 1 < len(stored["passages"]) <= 6
+    # The bound is the server's own: exactly as many nested objects as the limit is a document it takes.
+    count = len(stored["passages"])
+    async with SearchClient.from_settings(s, embedder=embedder) as client:
+        for limit, reasons in ((count, []), (count - 1, ["too_large"])):
+            await es.indices.put_settings(index=index, settings={"index.mapping.nested_objects.limit": limit})
+            again = await client.index_documents([docs[1].model_copy(update={"id": f"two-{limit}"})])
+            assert [f.reason for f in again.failed] == reasons, limit
+
+
 @pytest.mark.parametrize("version", [2, 3])
 async def test_an_index_read_in_passages_the_old_way_keeps_working_until_reembed_moves_it(
     settings: SearchSettings, es: AsyncElasticsearch, version: int

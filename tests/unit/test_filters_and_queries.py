@@ -14,6 +14,7 @@ from storage._dsl.mapping import index_body
 from storage._dsl.queries import EXACT_CANDIDATES, bm25_request, fetch_request, knn_request
 from storage._dsl.tenancy import read_scope
 from storage._dsl.text import _scrubbed, clean_query
+from storage._transport.targets import TargetInfo, target_info
 from storage.filters import Exists, Range, Term, Terms
 from storage.passages import PassageSetting
 
@@ -132,6 +133,26 @@ def test_the_shown_hits_passages_come_with_the_fetch_found_among_their_own_not_f
     assert {"ids": {"values": ["a", "b"]}} in knn["filter"]
     assert nested["nested"]["inner_hits"]["size"] == 3
     assert fetch_request("q", ["a"], highlight=False, scope=scope)["query"]["bool"].get("should") is None
+
+
+def test_the_fetch_asks_its_highlighter_to_stop_where_the_targets_indices_allow() -> None:
+    scope = read_scope(None, None, what="search", multi_tenant=False)
+    assert fetch_request("q", ["a"], highlight=True, scope=scope)["highlight"]["max_analyzed_offset"] == 1_000_000
+    body = fetch_request("q", ["a"], highlight=True, scope=scope, highlight_limit=5_000)
+    assert body["highlight"]["max_analyzed_offset"] == 5_000
+    assert "highlight" not in fetch_request("q", ["a"], highlight=False, scope=scope)
+    # The limits come from a get-index answer: the smallest highlight limit of the target's indices, the
+    # nested limit of its newest (the one written to); an index that sets none has Elasticsearch's defaults.
+    answer = {
+        "t-000001": {"mappings": {}, "settings": {"index": {"highlight": {"max_analyzed_offset": "20000"}}}},
+        "t-000002": {"mappings": {}, "settings": {"index": {"mapping": {"nested_objects": {"limit": "50"}}}}},
+    }
+    info = target_info(answer)
+    assert (info.highlight_limit, info.nested_limit) == (20_000, 50)
+    assert (target_info({"t-000001": {"mappings": {}}}).highlight_limit, TargetInfo().nested_limit) == (
+        1_000_000,
+        10_000,
+    )
 
 
 def test_one_field_needs_no_dis_max() -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "DYNAMIC_TEMPLATES",
     "INDEX_VERSION_WIDTH",
     "METADATA_VALUE",
+    "NESTED_LIMIT",
     "PASSAGE_AGREEMENT",
     "PASSAGE_TEXT_OPTIONS",
     "PAYLOAD",
@@ -65,6 +66,9 @@ PASSAGES_MAPPING_VERSION = 7
 #: text, ``storage._dsl.queries``). Positions were 45 % of the passages' text index (SciFact: 319 of 705 KB,
 #: docs/benchmarks.md), searched only by a quoted phrase.
 PASSAGE_TEXT_OPTIONS = "freqs"
+#: Elasticsearch's default ``index.mapping.nested_objects.limit``: the most nested objects (here: a long
+#: document's passages, its head's included) one document may hold; the server refuses a document with more.
+NESTED_LIMIT = 10_000
 #: How far a long document's passages agree with its head (``storage.passages.agreement``): a doc value the
 #: search reads the median of, never searched.
 PASSAGE_AGREEMENT: dict[str, Any] = {"type": "half_float", "index": False}

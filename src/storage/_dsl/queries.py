@@ -13,6 +13,7 @@ __all__ = [
     "BM25_FIELDS",
     "EXACT_CANDIDATES",
     "HEAD_FIRST_PASSAGE_CANDIDATES",
+    "HIGHLIGHT_LIMIT",
     "PASSAGE_FIELDS",
     "PIT_SORT",
     "SOURCE_EXCLUDES",
@@ -51,6 +52,10 @@ _SOURCE = {"excludes": list(SOURCE_EXCLUDES)}
 #: A total order for paging on a point-in-time: score, then the PIT's own cheap tiebreaker.
 PIT_SORT: list[dict[str, str]] = [{"_score": "desc"}, {"_shard_doc": "asc"}]
 _HIGHLIGHT_TEXT = {"fragment_size": 160, "number_of_fragments": 2}
+#: Elasticsearch's default ``index.highlight.max_analyzed_offset``: the characters of a text its highlighter
+#: reads. A search whose fetch shows a longer text **fails** unless the request sets ``max_analyzed_offset``
+#: (at most the index's own limit), which makes the highlighter read the first that many and stop.
+HIGHLIGHT_LIMIT = 1_000_000
 
 
 def bm25_request(
@@ -193,11 +198,14 @@ def fetch_request(
     fields: Sequence[str] = BM25_FIELDS,
     clause: dict[str, Any] | None = None,
     passages_for: tuple[Sequence[float], int] | None = None,
+    highlight_limit: int = HIGHLIGHT_LIMIT,
 ) -> dict[str, Any]:
     """The second phase: the documents of given ids and, if ``highlight``, their highlights for the query
     (``clause``, or ``text`` over ``fields``: the BM25 leg's own query, so the fragments are the ones it would
     have made; a leading snippet where no term matches, e.g. a hit only the kNN leg found). The scope (the
-    search's filters, tenant included) applies again, so the fetch can never return more than the legs.
+    search's filters, tenant included) applies again, so the fetch can never return more than the legs. The
+    highlighter reads the first ``highlight_limit`` characters of each text (the target's own
+    ``index.highlight.max_analyzed_offset``: one longer text would otherwise fail the whole fetch).
 
     ``passages_for`` (the query's vector, how many): each long document's best passages for that vector, as
     inner hits — a nested kNN query filtered to these ids, which Elasticsearch answers exactly (the filter
@@ -220,6 +228,7 @@ def fetch_request(
         should.append(clause or _keywords(text, fields))
         spec = _highlight()
         spec["fields"]["text"] = {**_HIGHLIGHT_TEXT, "no_match_size": 160}
+        spec["max_analyzed_offset"] = highlight_limit
         body["highlight"] = spec
     if should:
         query["bool"]["should"] = should

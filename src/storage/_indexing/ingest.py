@@ -21,7 +21,7 @@ from elasticsearch.helpers import async_streaming_bulk
 
 from embeddings import Embedder, InvalidEmbedding, ProviderError, Vector, Windowed
 
-from .._dsl.mapping import valid_target
+from .._dsl.mapping import NESTED_LIMIT, valid_target
 from .._dsl.tenancy import require
 from .._errors import CircuitOpen, IngestInterrupted, InvalidQuery, ModelMismatch, SearchError
 from .._transport.backend import Backend
@@ -33,7 +33,16 @@ from ..passages import Agreement, PassagePlan, PassageSetting, plan_passages
 from .bulk_load import MERGE_MIN_DOCUMENTS, BulkLoad, begin_bulk_load, end_bulk_load, ever_written
 from .changes import held_while_blocked
 from .indices import IndexManager
-from .intake import Embedded, Intake, Outcomes, Record, bulk_failure, embedding_failure, transport_failure
+from .intake import (
+    Embedded,
+    Intake,
+    Outcomes,
+    Record,
+    bulk_failure,
+    embedding_failure,
+    too_many_passages,
+    transport_failure,
+)
 
 __all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
@@ -211,7 +220,9 @@ class Ingester:
                     if look:
                         batch = await self._skip_unchanged(target, batch, outcomes, stopped)
                     if batch:
-                        groups = self._embed_groups(batch, embedder, stack, setting, embedding_step)
+                        groups = self._embed_groups(
+                            batch, embedder, stack, setting, embedding_step, nested_limit=info.nested_limit
+                        )
                         async with contextlib.aclosing(groups):
                             async for ok, bad, done in groups:  # written as each group is embedded
                                 for failure in bad:
@@ -347,6 +358,8 @@ class Ingester:
         stack: Resilience | None,
         setting: PassageSetting | None,
         step: Callable[[int, int], None] | None = None,
+        *,
+        nested_limit: int = NESTED_LIMIT,
     ) -> AsyncGenerator[tuple[list[Embedded], list[FailedDocument], int], None]:
         """Embed a batch (every record's head, and its passages when ``setting``) in groups of records of about
         ``embed_batch_size`` texts (a record with more is a group of its own), yielding each group as it is
@@ -354,13 +367,21 @@ class Ingester:
         next group is embedded (a batch of long documents is many groups). The texts go to the embedder in
         calls of at most ``embed_batch_size``; after each, ``step(records of the batch whose vectors are all
         done, vectors the call embedded)``. If an answer is invalid, the group is embedded record by record
-        so only the bad documents fail."""
+        so only the bad documents fail. A record with more passages than the target's ``nested_limit`` fails
+        first, never embedded (reason ``too_large``: Elasticsearch would refuse it)."""
         try:
             plans = await self._plans(batch, embedder, setting)
         except ProviderError as exc:  # the model could not be loaded to count its tokens
             error = map_provider_error(exc, "embeddings")
             yield [], [embedding_failure(r.id, error) for r in batch], len(batch)
             return
+        nested = [len(plan.passages) + 1 if plan is not None and plan.passages else 0 for plan in plans]
+        over = [n for n, count in enumerate(nested) if count > nested_limit]
+        refused = len(over)
+        if over:
+            yield [], [too_many_passages(batch[n].id, nested[n], nested_limit) for n in over], refused
+            batch = [r for n, r in enumerate(batch) if n not in over]
+            plans = [p for n, p in enumerate(plans) if n not in over]
         texts = [_texts(r, plan) for r, plan in zip(batch, plans, strict=True)]
         size = max(self._b.settings.embed_batch_size, 1)
         first = 0
@@ -370,9 +391,9 @@ class Ingester:
                 count += len(texts[last])
                 last += 1
             ok, bad = await self._embed_isolating(
-                batch[first:last], plans[first:last], texts[first:last], embedder, stack, step, first
+                batch[first:last], plans[first:last], texts[first:last], embedder, stack, step, refused + first
             )
-            yield ok, bad, last
+            yield ok, bad, refused + last
             first = last
 
     async def _embed_isolating(

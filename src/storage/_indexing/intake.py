@@ -22,7 +22,16 @@ from .._errors import DependencyError, InvalidDocument, InvalidQuery, SearchErro
 from .._types.models import Document, FailedDocument, embedding_text
 from ..passages import Agreement, Span
 
-__all__ = ["Embedded", "Intake", "Outcomes", "Record", "bulk_failure", "embedding_failure", "transport_failure"]
+__all__ = [
+    "Embedded",
+    "Intake",
+    "Outcomes",
+    "Record",
+    "bulk_failure",
+    "embedding_failure",
+    "too_many_passages",
+    "transport_failure",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +282,19 @@ def transport_failure(doc_id: str, exc: SearchError) -> FailedDocument:
 def embedding_failure(doc_id: str, exc: SearchError) -> FailedDocument:
     cause = exc.__cause__ or exc
     return FailedDocument(id=doc_id, reason="embedding_failed", detail=f"{type(cause).__name__}: {cause}")
+
+
+def too_many_passages(doc_id: str, count: int, limit: int) -> FailedDocument:
+    """A document cut into ``count`` passages, more than its index lets one document hold (Elasticsearch would
+    refuse it after it was embedded): refused before."""
+    return FailedDocument(
+        id=doc_id,
+        reason="too_large",
+        detail=(
+            f"{count} passages (the head's included), over the {limit} nested objects its index allows a document "
+            "(index.mapping.nested_objects.limit): raise that setting on the index, or index the document in parts"
+        ),
+    )
 
 
 def bulk_failure(doc_id: str, info: Mapping[str, Any]) -> FailedDocument:

@@ -90,6 +90,7 @@ class Engine:
             head_first=target.head_first,
             head_vectors=target.head_vectors,
             vectors_in_source=target.vectors_in_source,
+            highlight_limit=target.highlight_limit,
             metadata_types=(await self._metadata_types(request, target.metadata_types))
             if request.facets
             else target.metadata_types,

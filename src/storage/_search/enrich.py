@@ -81,6 +81,7 @@ class Enricher:
             scope=plan.scope,
             clause=plan.bm25_clause,
             passages_for=passages_for,
+            highlight_limit=plan.highlight_limit,
         )
         if plan.pit is not None:
             body["pit"] = {"id": plan.pit[0], "keep_alive": plan.pit[1]}

@@ -17,7 +17,7 @@ from typing import Any, get_args
 from .._dsl.aggregations import FacetSpec, parse_facets
 from .._dsl.filters import to_es_filters
 from .._dsl.mapping import valid_target
-from .._dsl.queries import BM25_FIELDS
+from .._dsl.queries import BM25_FIELDS, HIGHLIGHT_LIMIT
 from .._dsl.syntax import parse_query
 from .._dsl.tenancy import Scope, read_scope
 from .._dsl.text import CleanQuery, clean_query
@@ -100,6 +100,8 @@ class Plan:
     similarities: bool = False
     #: The caller's query vector (searched instead of the embedded text), its length checked by the engine.
     query_vector: tuple[float, ...] | None = None
+    #: How far into a text the fetch's highlighter reads (the target's ``index.highlight.max_analyzed_offset``).
+    highlight_limit: int = HIGHLIGHT_LIMIT
 
     @property
     def doc_fields(self) -> tuple[str, ...]:
@@ -143,12 +145,14 @@ def plan_search(
     head_vectors: bool = True,
     vectors_in_source: bool = True,
     metadata_types: Mapping[str, str] | None = None,
+    highlight_limit: int = HIGHLIGHT_LIMIT,
 ) -> Plan:
     """Validate every argument before anything is sent; :class:`InvalidQuery` names the bad one. ``below``:
     the fusion below the call (``storage._fusion.setting.configured_fusion``); ``passages``: the target is
     read in passages (``passage_text``: and holds their text; ``head_first``: its long documents agree with
     their heads; ``head_vectors``: with every head indexed flat, storage._dsl.mapping); ``vectors_in_source``:
-    its indices keep their vectors in ``_source``; ``metadata_types``: its ``metadata.<key>`` mappings (for facets)."""
+    its indices keep their vectors in ``_source``; ``metadata_types``: its ``metadata.<key>`` mappings (for facets);
+    ``highlight_limit``: how far into a text its highlighter may read."""
     s, r = settings, request
     if r.mode not in _MODES:
         raise InvalidQuery(f"mode must be one of {_MODES}, got {r.mode!r}")
@@ -248,6 +252,7 @@ def plan_search(
         vectors_in_source=vectors_in_source,
         similarities=_similarities(r.similarities, legs),
         query_vector=query_vector,
+        highlight_limit=highlight_limit,
     )
 
 

@@ -27,7 +27,8 @@ from typing import Any
 from cachetools import LRUCache
 from elasticsearch import AsyncElasticsearch
 
-from .._dsl.mapping import index_meta, stored_passages, vectors_in_source
+from .._dsl.mapping import NESTED_LIMIT, index_meta, stored_passages, vectors_in_source
+from .._dsl.queries import HIGHLIGHT_LIMIT
 from .._errors import AccessDenied
 from .._fusion.setting import FusionSetting, stored_setting
 from .._observability.tracing import without_request_spans
@@ -96,6 +97,12 @@ class TargetInfo:
     agreement_documents: int = 0
     #: Its newest index records each long document's agreement (what writes to it give each one).
     writes_agreement: bool = False
+    #: The smallest ``index.highlight.max_analyzed_offset`` of its indices: how far into a text the fetch's
+    #: highlighter reads (``storage._dsl.queries.HIGHLIGHT_LIMIT`` where it is not known).
+    highlight_limit: int = HIGHLIGHT_LIMIT
+    #: Its newest index's ``index.mapping.nested_objects.limit``: the most passages a document written to it
+    #: may have (a longer one is refused before it is embedded).
+    nested_limit: int = NESTED_LIMIT
 
     @property
     def head_first(self) -> bool:
@@ -119,8 +126,8 @@ def target_info(
     agreement: float | None = None,
     agreement_documents: int = 0,
 ) -> TargetInfo:
-    """A get-mapping (or get-index) answer's :class:`TargetInfo` (``long_documents``, ``agreement``: what a
-    look at the documents found, see :meth:`IndexMetadata.read_target`)."""
+    """A get-index (or get-mapping: settings unknown) answer's :class:`TargetInfo` (``long_documents``,
+    ``agreement``: what a look at the documents found, see :meth:`IndexMetadata.read_target`)."""
     if not mappings:
         return TargetInfo()
     newest = sorted(mappings)[-1]
@@ -146,6 +153,8 @@ def target_info(
         agreement=agreement,
         agreement_documents=agreement_documents,
         writes_agreement="passage_agreement" in props,
+        highlight_limit=min(_index_setting(info, _HIGHLIGHT_LIMIT, HIGHLIGHT_LIMIT) for info in mappings.values()),
+        nested_limit=_index_setting(mappings[newest], _NESTED_LIMIT, NESTED_LIMIT),
     )
 
 
@@ -156,6 +165,22 @@ def _agreements_recorded(mappings: Mapping[str, Any]) -> bool:
         "passage_agreement" in (info.get("mappings", {}).get("properties", {}) if isinstance(info, Mapping) else {})
         for info in mappings.values()
     )
+
+
+_HIGHLIGHT_LIMIT = ("highlight", "max_analyzed_offset")
+_NESTED_LIMIT = ("mapping", "nested_objects", "limit")
+
+
+def _index_setting(info: Any, path: tuple[str, ...], default: int) -> int:
+    """One index's whole-number setting ``index.<path>`` in a get-index answer (``default``: Elasticsearch's,
+    where the index does not set it, or the answer is a get-mapping's)."""
+    value: Any = info.get("settings", {}).get("index", {}) if isinstance(info, Mapping) else {}
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
 
 
 def _metadata_types(mappings: Mapping[str, Any]) -> dict[str, str]:
@@ -215,11 +240,13 @@ class IndexMetadata:
         return without_request_spans(self._es.options(request_timeout=METADATA_TIMEOUT_S, max_retries=0))
 
     async def _mappings(self, target: str) -> tuple[dict[str, Any] | None, bool]:
-        """``GET <target>/_mapping``: (the answer or None, whether a failure is lasting: no privilege, no such
-        index)."""
+        """``GET <target>`` (its indices' mappings and settings): (the answer or None, whether a failure is
+        lasting: no privilege, no such index)."""
         self._check_open()
         try:
-            resp = await self._client.options(ignore_status=404).indices.get_mapping(index=target)
+            resp = await self._client.options(ignore_status=404).indices.get(
+                index=target, features=["mappings", "settings"]
+            )
         except Exception as exc:
             return None, isinstance(map_es_error(exc), AccessDenied)
         if resp.meta.status != 200 or not isinstance(resp.body, dict):

@@ -122,8 +122,8 @@ class FailedDocument(BaseModel):
 
     id: str
     #: A machine tag: ``invalid_document``, ``embedding_failed``, ``mapping_error``, ``rejected`` (429 after
-    #: retries), ``too_large`` (a 413: the request holding it was over the server's size limit),
-    #: ``transport_error``...
+    #: retries), ``too_large`` (a 413: the request holding it was over the server's size limit; or more
+    #: passages than its index lets a document hold, refused before it is embedded), ``transport_error``...
     reason: str
     detail: str = ""
     status: int | None = None
