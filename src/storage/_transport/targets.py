@@ -240,13 +240,11 @@ class IndexMetadata:
         return without_request_spans(self._es.options(request_timeout=METADATA_TIMEOUT_S, max_retries=0))
 
     async def _mappings(self, target: str) -> tuple[dict[str, Any] | None, bool]:
-        """``GET <target>`` (its indices' mappings and settings): (the answer or None, whether a failure is
-        lasting: no privilege, no such index)."""
+        """``GET <target>`` (its indices' aliases, mappings and settings): (the answer or None, whether a
+        failure is lasting: no privilege, no such index)."""
         self._check_open()
         try:
-            resp = await self._client.options(ignore_status=404).indices.get(
-                index=target, features=["mappings", "settings"]
-            )
+            resp = await self._client.options(ignore_status=404).indices.get(index=target)
         except Exception as exc:
             return None, isinstance(map_es_error(exc), AccessDenied)
         if resp.meta.status != 200 or not isinstance(resp.body, dict):
