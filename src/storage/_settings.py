@@ -112,8 +112,8 @@ class SearchSettings(BaseSettings):
     )
     #: Documents per bulk request.
     bulk_chunk_size: int = Field(default=200, ge=1)
-    #: Bytes per bulk request. Under aiohttp's 1 MiB mark, above which it warns that a raw body may block
-    #: the event loop (a ResourceWarning; an error under ``-W error``). ~100 documents with 384-dim vectors.
+    #: Bytes per bulk request (~100 documents with 384-dim vectors). A larger request (a larger setting, or one
+    #: document over it) is sent all the same, a body over 1 MiB streamed to aiohttp in chunks.
     bulk_max_bytes: int = Field(default=1_000_000, ge=10_000)
     #: Documents embedded per batch handed to the embedder (which may split further).
     embed_batch_size: int = Field(default=64, ge=1)

@@ -160,3 +160,24 @@ async def test_a_load_left_unfinished_by_a_killed_process_is_reported_and_ended_
     assert "bulk_load" not in await _meta(es, index)
     assert not await small.indices.end_bulk_load()  # nothing left to end
     assert await small.documents.count() == 20
+
+
+async def test_bulk_requests_over_a_mebibyte_are_written_with_no_warning_even_under_debug_logging(
+    settings: SearchSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # aiohttp warns (ResourceWarning) on a request body over 1 MiB handed to it whole; this suite runs with
+    # warnings as errors, as many users' do, where that warning failed the request as "cannot reach".
+    roomy = settings.model_copy(update={"bulk_max_bytes": 8_000_000, "bulk_chunk_size": 1_000, "embed_batch_size": 400})
+    docs = [Document(id=f"big{i}", text=f"document {i} " + "long body words " * 400) for i in range(400)]
+    assert sum(len(d.text) for d in docs) > 2 * 2**20  # one bulk request of more than 2 MiB
+    caplog.set_level(logging.DEBUG, logger="elastic_transport.node")  # (the debug log reads the body)
+    async with SearchClient.from_settings(roomy, embedder=HashingEmbedder(dimensions=64)) as client:
+        await client.ensure_index()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = await client.index_documents(docs, refresh=True)
+        assert report.ok, report.failed
+        assert len(report.indexed) == 400
+        assert await client.documents.count() == 400
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert any("long body words" in r.getMessage() for r in caplog.records)  # the large body was logged

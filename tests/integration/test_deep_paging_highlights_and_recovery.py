@@ -153,9 +153,6 @@ async def test_a_knn_only_hit_carries_a_highlight_from_one_follow_up(client: Sea
     assert all(h.highlights == {} and h.highlight_source is None for h in plain.hits)
 
 
-# A document over 1 MiB makes a bulk request over aiohttp's 1 MiB mark, where it warns (a ResourceWarning,
-# which Python ignores by default) that sending so many raw bytes may hold the event loop.
-@pytest.mark.filterwarnings("ignore:Sending a large body directly with raw bytes:ResourceWarning")
 async def test_a_text_longer_than_the_highlighter_reads_is_found_and_shown_in_every_mode(client: SearchClient) -> None:
     # Elasticsearch's highlighter reads 1,000,000 characters of a text by default and fails the whole request
     # for a longer one unless told to stop there: one such document would fail every search that shows it.

@@ -3,8 +3,11 @@ and TLS, one retry layer (ours), node failover, the fast serializer, the compati
 
 from __future__ import annotations
 
-from typing import Any
+import io
+from typing import TYPE_CHECKING, Any
 
+from elastic_transport import AiohttpHttpNode, HttpHeaders
+from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import AsyncElasticsearch
 from elasticsearch.serializer import OrjsonSerializer
 
@@ -12,7 +15,45 @@ from .._errors import ConfigurationError, ElasticsearchNotConfigured
 from .._settings import SearchSettings
 from .compat import CompatibleTransport
 
+if TYPE_CHECKING:
+    from elastic_transport._node import NodeApiResponse
+
 __all__ = ["elasticsearch_client"]
+
+#: aiohttp's mark (``aiohttp.payload.TOO_LARGE_BYTES_BODY``): a body of more bytes handed to it whole warns.
+_AIOHTTP_LARGE_BODY = 2**20
+
+
+class _StreamedBody(io.BytesIO):
+    """A request body aiohttp writes in chunks; ``decode`` for elastic-transport's debug log of the body."""
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self.getvalue().decode(encoding, errors)
+
+
+class StreamedBodyNode(AiohttpHttpNode):
+    """elasticsearch-py's aiohttp node, handing aiohttp a request body over 1 MiB as a stream.
+
+    aiohttp (3.13 on) warns on a body of more than 1 MiB given as bytes ("Sending a large body directly with
+    raw bytes might lock the event loop", a ResourceWarning). The warning is raised inside the node's request,
+    where elastic-transport reads any exception as a failed connection: under ``-W error`` (pytest's
+    ``filterwarnings = error``, in many users' test suites) a bulk request over 1 MiB (a larger
+    ``bulk_max_bytes``, or one large document) failed as "cannot reach Elasticsearch". A file-like body is
+    written in chunks, as aiohttp asks; a smaller body goes as it did.
+    """
+
+    async def perform_request(  # type: ignore[override]  # as the base's: BaseNode declares it synchronous
+        self,
+        method: str,
+        target: str,
+        body: bytes | None = None,
+        headers: HttpHeaders | None = None,
+        request_timeout: DefaultType | float | None = DEFAULT,
+    ) -> NodeApiResponse:
+        sent: Any = body  # the base hands it to aiohttp as it is (unless it compresses: then bytes)
+        if body is not None and len(body) > _AIOHTTP_LARGE_BODY and not self.config.http_compress:
+            sent = _StreamedBody(body)
+        return await super().perform_request(method, target, sent, headers, request_timeout)
 
 
 def elasticsearch_client(s: SearchSettings) -> AsyncElasticsearch:
@@ -54,6 +95,7 @@ def elasticsearch_client(s: SearchSettings) -> AsyncElasticsearch:
             verify_certs=s.verify_certs,
             # orjson: request bodies carry a query vector, which the standard library encodes ~30x slower.
             serializer=OrjsonSerializer(),
+            node_class=StreamedBodyNode,
             # Whatever client major is installed, the compatibility header the server accepts (compat).
             transport_class=CompatibleTransport,
             **sniffing,
