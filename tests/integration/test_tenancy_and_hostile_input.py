@@ -10,13 +10,14 @@ from typing import Any, ClassVar
 
 import pytest
 from elastic_transport import AiohttpHttpNode
-from elasticsearch import AsyncElasticsearch
+from elasticsearch import AsyncElasticsearch, BadRequestError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from embeddings import HashingEmbedder, OpenAIEmbedder
 from storage import Document, InvalidDocument, InvalidQuery, SearchClient, SearchSettings
 from storage._fusion.methods import fused_list
+from storage._types.models import KEYWORD_MAX_BYTES
 from storage.types import ResiliencePolicy
 
 TENANTS = [f"tenant-{i}" for i in range(5)]
@@ -250,6 +251,29 @@ async def test_any_query_text_gives_a_result_or_a_typed_validation_error(
         return
     assert res.hits is not None
     assert not res.degraded, res.legs
+
+
+async def test_a_keyword_value_over_the_servers_term_limit_is_refused_before_it_is_written(
+    client: SearchClient, es: AsyncElasticsearch
+) -> None:
+    index = await client.ensure_index()
+    at_limit = "é" * (KEYWORD_MAX_BYTES // 2)  # two bytes each: exactly the limit
+    over = at_limit + "x"
+    report = await client.index_documents(
+        [
+            {"id": "fits", "text": "a ticker as long as one can be", "ticker": at_limit},
+            {"id": "over", "text": "a source one byte too long", "source": over},
+        ],
+        refresh=True,
+    )
+    assert report.indexed == ["fits"]
+    (failed,) = report.failed
+    assert (failed.id, failed.reason) == ("over", "invalid_document")
+    assert "source is longer than Elasticsearch's 32,766-byte limit" in failed.detail
+    assert (await client.search("ticker", mode="bm25", filters={"ticker": at_limit})).ids == ["fits"]
+    # The bound is the server's own: written past the client, the byte more is refused by Elasticsearch.
+    with pytest.raises(BadRequestError, match="source"):
+        await es.index(index=index, id="raw", document={"text": "written raw", "source": over})
 
 
 @pytest.fixture(scope="module")

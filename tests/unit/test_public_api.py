@@ -69,6 +69,8 @@ def test_document_ids_are_explicit_or_derived_deterministically() -> None:
         {"text": "  "},
         {"title": " \t", "text": "\n"},
         {"id": "x" * 513, "text": "t"},
+        {"text": "t", "ticker": "T" * 32_767},
+        {"text": "t", "source": "é" * 16_384},  # 32,768 bytes
         {"text": "t", "unknown": 1},
         {"text": "t", "metadata": {"a.b": "x"}},
         {"text": "t", "published_at": "not a date"},

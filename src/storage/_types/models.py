@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 __all__ = [
     "Document",
@@ -35,6 +35,11 @@ SearchMode = Literal["bm25", "knn", "hybrid"]
 METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 
 
+#: The most UTF-8 bytes one keyword value may have (Lucene's limit on an indexed term: ``ticker``, ``doc_type``,
+#: ``source`` and ``tenant_id``; a metadata value over 1,024 characters is kept but not indexed).
+KEYWORD_MAX_BYTES = 32_766
+
+
 def is_metadata_field(field: str) -> bool:
     """``metadata.<key>`` with a key :data:`METADATA_KEY` accepts."""
     return field.startswith("metadata.") and METADATA_KEY.fullmatch(field[9:]) is not None
@@ -54,7 +59,13 @@ def embedding_text(title: str, text: str) -> str:
 
 class Document(BaseModel):
     """One document to index: a ``title``, a ``text`` or both (catalogue records and headlines often have
-    only a title). ``id`` is yours; if omitted it is derived from source, title and text."""
+    only a title). ``id`` is yours; if omitted it is derived from source, title and text.
+
+    ``ticker``, ``doc_type``, ``source`` and ``tenant_id`` are keywords (matched exactly by filters), each at
+    most 32,766 UTF-8 bytes (Lucene's limit on one term; a longer one is an invalid document, refused before it
+    is embedded). A ``metadata`` value is a keyword too; one over 1,024 characters is stored and given back but
+    not indexed: no filter matches it and no facet counts it.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
@@ -85,6 +96,14 @@ class Document(BaseModel):
     def _id_fits(cls, value: str) -> str:
         if len(value.encode("utf-8")) > 512:
             raise ValueError("id is longer than Elasticsearch's 512-byte limit")
+        return value
+
+    @field_validator("ticker", "doc_type", "source", "tenant_id")
+    @classmethod
+    def _keyword_fits(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # Lucene's own bound on one indexed term: Elasticsearch refuses the document (after it was embedded).
+        if value is not None and len(value.encode("utf-8")) > KEYWORD_MAX_BYTES:
+            raise ValueError(f"{info.field_name} is longer than Elasticsearch's {KEYWORD_MAX_BYTES:,}-byte limit")
         return value
 
     @model_validator(mode="after")
