@@ -325,3 +325,26 @@ async def test_a_reembed_while_a_writer_adds_updates_and_deletes_moves_the_alias
     if not delete_old:
         blocks = (await es.indices.get_settings(index=report.source)).body[report.source]["settings"]["index"]
         assert str(blocks.get("blocks", {}).get("write", "false")) == "false"  # the block was lifted
+
+
+async def test_a_reembed_carries_the_limits_raised_on_the_live_index_so_every_document_it_holds_moves(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    raised = {
+        "index.mapping.total_fields.limit": 2_000,  # a record with many metadata keys (three fields each)
+        "index.highlight.max_analyzed_offset": 5_000,
+        "index.max_result_window": 20_000,
+    }
+    wide = Document(id="wide", text="a record with many keys", metadata={f"key{i}": "v" for i in range(400)})
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as old:
+        first = await old.ensure_index()
+        await es.indices.put_settings(index=first, settings=raised)
+        assert (await old.index_documents([wide, Document(id="plain", text="a plain note")], refresh=True)).ok
+    async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=32)) as new:
+        report = await new.indices.reembed()
+        assert report.promoted, report
+        assert (report.documents, report.failed) == (2, [])
+        assert ((await new.documents.get("wide")) or {})["metadata"]["key399"] == "v"
+    assert report.target != first
+    got = (await es.indices.get_settings(index=report.target, flat_settings=True)).body[report.target]["settings"]
+    assert {key: got.get(key) for key in raised} == {key: str(value) for key, value in raised.items()}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from storage import InvalidQuery
 from storage._dsl.filters import parse_filters, to_es_filters
-from storage._dsl.mapping import index_body
+from storage._dsl.mapping import carried_settings, index_body
 from storage._dsl.queries import EXACT_CANDIDATES, bm25_request, fetch_request, knn_request
 from storage._dsl.tenancy import read_scope
 from storage._dsl.text import _scrubbed, clean_query
@@ -205,3 +205,23 @@ def test_a_quoted_phrase_counts_as_a_phrase_in_the_whole_text_and_as_its_words_i
     passage = body["mappings"]["properties"]["passages"]["properties"]
     assert passage["text"]["index_options"] == "freqs"
     assert "index_options" not in body["mappings"]["properties"]["text"]  # the whole text keeps its positions
+
+
+def test_a_new_version_of_an_index_takes_over_the_limits_set_on_the_one_it_follows() -> None:
+    info = {
+        "settings": {
+            "index": {
+                "number_of_shards": "3",
+                "refresh_interval": "30s",
+                "mapping": {"total_fields": {"limit": "2000"}, "nested_objects": {"limit": "20000"}},
+                "highlight": {"max_analyzed_offset": "5000"},
+            }
+        }
+    }
+    assert carried_settings(info) == {
+        "mapping.total_fields.limit": "2000",
+        "mapping.nested_objects.limit": "20000",
+        "highlight.max_analyzed_offset": "5000",
+    }
+    assert carried_settings({"settings": {"index": {"number_of_shards": "1"}}}) == {}
+    assert carried_settings({}) == {}

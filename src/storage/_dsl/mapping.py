@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import InvalidQuery
+from .._errors import ConfigurationError, InvalidQuery
 from ..passages import PassageSetting
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "PASSAGE_TEXT_OPTIONS",
     "PAYLOAD",
     "building_versions",
+    "carried_settings",
     "index_body",
     "index_meta",
     "next_index_name",
@@ -29,6 +30,7 @@ __all__ = [
     "valid_target",
     "vector_index_for",
     "versioned_index_name",
+    "write_index_of",
 ]
 
 INDEX_VERSION_WIDTH = 6
@@ -115,6 +117,14 @@ def valid_target(index: str) -> str:
     if bad:
         raise InvalidQuery(f"invalid index name(s) {bad}: lowercase letters, digits, '.', '_', '-'; no wildcards")
     return index
+
+
+def write_index_of(alias: str, indices: Mapping[str, Any]) -> str:
+    """The index an alias writes to, among the ``indices`` it points at (``GET <alias>``'s answer)."""
+    for name, info in indices.items():
+        if name == alias or info.get("aliases", {}).get(alias, {}).get("is_write_index") or len(indices) == 1:
+            return name
+    raise ConfigurationError(f"alias {alias!r} points at several indices and none is the write index")
 
 
 def index_meta(mappings: Any, index: str) -> dict[str, Any]:
@@ -267,6 +277,34 @@ def index_body(
             "properties": properties,
         },
     }
+
+
+#: The index settings (under ``index.``) a new version of an index takes over from the one it follows
+#: (``create_version()``, ``reembed()``): the limits an operator raises on a live index for what it holds (more
+#: metadata keys, a document with more passages, a longer text to highlight, deeper paging). A document the live
+#: index took is taken by the next, and it is searched alike. Shards and replicas come from the settings.
+CARRIED_SETTINGS: tuple[tuple[str, ...], ...] = (
+    ("mapping", "total_fields", "limit"),
+    ("mapping", "total_fields", "ignore_dynamic_beyond_limit"),
+    ("mapping", "nested_objects", "limit"),
+    ("mapping", "nested_fields", "limit"),
+    ("mapping", "depth", "limit"),
+    ("mapping", "field_name_length", "limit"),
+    ("highlight", "max_analyzed_offset"),
+    ("max_result_window",),
+)
+
+
+def carried_settings(info: Any) -> dict[str, Any]:
+    """The :data:`CARRIED_SETTINGS` an index sets (its get-index entry ``info``), as dotted ``index.`` keys."""
+    out: dict[str, Any] = {}
+    for path in CARRIED_SETTINGS:
+        value: Any = info.get("settings", {}).get("index", {}) if isinstance(info, Mapping) else None
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is not None and not isinstance(value, Mapping):
+            out[".".join(path)] = value
+    return out
 
 
 def stored_passages(embedding_meta: Mapping[str, Any] | None) -> PassageSetting | None:

@@ -14,12 +14,14 @@ from .._dsl.mapping import (
     DEFINED_ANALYZERS,
     DYNAMIC_TEMPLATES,
     PAYLOAD,
+    carried_settings,
     index_body,
     next_index_name,
     stored_passages,
     vector_index_for,
     vectors_in_source_for,
     versioned_index_name,
+    write_index_of,
 )
 from .._dsl.queries import SOURCE_EXCLUDES, count_request, ids_request
 from .._dsl.tenancy import Scope, every_tenant, read_scope, require, visible
@@ -45,14 +47,6 @@ __all__ = ["IndexManager", "write_index_of"]
 
 #: Ids asked for in one request when checking which exist.
 _IDS_PER_REQUEST = 1000
-
-
-def write_index_of(alias: str, indices: Mapping[str, Any]) -> str:
-    """The index an alias writes to, among the ``indices`` it points at (``GET <alias>``'s answer)."""
-    for name, info in indices.items():
-        if name == alias or info.get("aliases", {}).get(alias, {}).get("is_write_index") or len(indices) == 1:
-            return name
-    raise ConfigurationError(f"alias {alias!r} points at several indices and none is the write index")
 
 
 class IndexManager:
@@ -140,7 +134,9 @@ class IndexManager:
         """The next versioned index (not aliased), for ``embedder``'s vectors (default the client's), with
         ``analyzer`` (default the configured one) and more ``_meta`` keys."""
         name = next_index_name(self.alias, list(await self.versions()))
-        if not await self._create(name, embedder=embedder, analyzer=analyzer, meta=meta):
+        current = await self.aliased()  # (limits raised on it carry over: a document it took, the next takes)
+        carried = carried_settings(current[write_index_of(self.alias, current)]) if current else None
+        if not await self._create(name, embedder=embedder, analyzer=analyzer, meta=meta, carried=carried):
             raise ConfigurationError(f"index {name} was created meanwhile by someone else; call again")
         return name
 
@@ -384,9 +380,10 @@ class IndexManager:
         embedder: Embedder | None = None,
         analyzer: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        carried: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Create one index with our mapping; False if it exists already. An analyzer the server lacks is an
-        AnalyzerUnavailable (the create is atomic: nothing was made)."""
+        """Create one index with our mapping (and ``carried`` ``index.`` settings); False if it exists already.
+        An analyzer the server lacks is an AnalyzerUnavailable (the create is atomic: nothing was made)."""
         b = self._b
         s, emb = b.settings, embedder or b.embedder
         analyzer = analyzer or s.analyzer
@@ -404,6 +401,7 @@ class IndexManager:
         )
         if meta:
             body["mappings"]["_meta"].update(meta)
+        body["settings"]["index"].update(carried or ())
         extra: dict[str, Any] = {"aliases": aliases} if aliases else {}
         resp = await b.es_call(lambda: b.es.options(ignore_status=400).indices.create(index=name, **extra, **body))
         if resp.meta.status != 400:

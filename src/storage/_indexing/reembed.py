@@ -43,7 +43,7 @@ from typing import Any
 
 from embeddings import Embedder
 
-from .._dsl.mapping import BUILDING, stored_passages
+from .._dsl.mapping import BUILDING, stored_passages, write_index_of
 from .._errors import IndexNotFound
 from .._settings import SearchSettings
 from .._transport.backend import Backend
@@ -51,7 +51,7 @@ from .._transport.resilience import Resilience
 from .._types.models import FailedDocument, IndexProgress, ReembedReport
 from ..passages import PassageSetting
 from .changes import Checkpoint, block_writes, changed_since, checkpoint, unblock_writes, writes_blocked
-from .indices import IndexManager, write_index_of
+from .indices import IndexManager
 from .ingest import Ingester
 from .intake import Outcomes, Record
 
