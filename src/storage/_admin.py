@@ -15,12 +15,13 @@ from typing import Any
 from embeddings import Embedder
 
 from ._dsl.filters import FilterInput
+from ._errors import InvalidQuery
 from ._fusion.setting import FusionInForce, FusionSetting
 from ._indexing.bulk_load import end_unfinished
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
-from ._types.models import IndexProgress, ReembedReport
+from ._types.models import IndexProgress, ReembedReport, lone_surrogate
 from ._types.requests import QuerySyntax, SearchRequest
 from ._types.results import ScoreExplanation
 
@@ -116,6 +117,7 @@ class Documents:
         """Why the BM25 leg scores ``doc_id`` as it does for ``query`` (Elasticsearch's explain, on the leg's own
         query: its fields, filters and tenant), or None when the document does not match it. The kNN leg's part
         is the hit's ``similarity``; how the legs combine, its ``ranks`` and the fusion in force."""
+        _valid_ids((doc_id,))
         request = SearchRequest(query, mode="bm25", filters=filters, tenant_id=tenant_id, index=index, syntax=syntax)
         found = await self._engine.explain_bm25(request, doc_id)
         return ScoreExplanation.model_validate(found) if found is not None else None
@@ -123,11 +125,13 @@ class Documents:
     async def get(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
         """The stored ``_source`` of one document (without its vectors), or None — also None when it belongs to
         another tenant than ``tenant_id``."""
+        _valid_ids((doc_id,))
         return await self._m.get_document(doc_id, tenant_id=tenant_id)
 
     async def get_many(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
         """id -> stored ``_source`` (without vectors) of those of ``ids`` the index holds, in the order of
         ``ids``."""
+        _valid_ids(ids)
         return await self._m.get_documents(ids, tenant_id=tenant_id)
 
     async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
@@ -136,6 +140,7 @@ class Documents:
 
     async def exist(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
         """Which of ``ids`` the index holds."""
+        _valid_ids(ids)
         return await self._m.existing(ids, tenant_id=tenant_id)
 
     async def matching_ids(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> list[str]:
@@ -147,4 +152,13 @@ class Documents:
         """Delete the documents of ``ids``; the ids that were deleted (an id the index does not hold is not an
         error). ``refresh=True``: gone from searches when this returns. A delete refused by a reembed's short
         write block is held and sent again."""
+        _valid_ids(ids)
         return await self._m.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
+
+
+def _valid_ids(ids: Sequence[str]) -> None:
+    """An id that is no Unicode text (a lone surrogate, as a broken decode leaves) cannot be sent: an
+    :class:`InvalidQuery` before anything is."""
+    for doc_id in ids:
+        if lone_surrogate(doc_id):
+            raise InvalidQuery(f"document id {doc_id!r} is not valid Unicode text (it holds a lone surrogate)")

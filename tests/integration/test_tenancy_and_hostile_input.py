@@ -276,6 +276,72 @@ async def test_a_keyword_value_over_the_servers_term_limit_is_refused_before_it_
         await es.index(index=index, id="raw", document={"text": "written raw", "source": over})
 
 
+BROKEN = json.loads('"cut inside an emoji \\ud83d"')  # a lone surrogate: what a broken decode leaves
+
+
+async def test_text_that_is_not_unicode_is_refused_by_name_and_never_opens_the_breaker(client: SearchClient) -> None:
+    await client.ensure_index()
+    report = await client.index_documents(
+        [
+            {"id": "fine", "text": "a fine note on revenue"},
+            {"id": "broken-text", "text": BROKEN},
+            {"id": "broken-meta", "text": "metadata", "metadata": {"tag": ["ok", BROKEN]}},
+            {"id": "broken-payload", "text": "payload", "payload": {"deep": [{"x": BROKEN}]}},
+        ],
+        refresh=True,
+    )
+    assert report.indexed == ["fine"]
+    assert {f.id: f.reason for f in report.failed} == dict.fromkeys(
+        ("broken-text", "broken-meta", "broken-payload"), "invalid_document"
+    )
+    assert all("not valid Unicode" in f.detail for f in report.failed)
+    calls = [
+        lambda: client.search("revenue", filters={"ticker": BROKEN}),
+        lambda: client.search("revenue", filters={"metadata.page": {"gte": BROKEN}}),
+        lambda: client.search("revenue", tenant_id=BROKEN),
+        lambda: client.documents.get(BROKEN),
+        lambda: client.documents.get_many(["fine", BROKEN]),
+        lambda: client.documents.exist([BROKEN]),
+        lambda: client.documents.delete([BROKEN]),
+        lambda: client.documents.count(tenant_id=BROKEN),
+    ]
+    for _ in range(2):  # more than the breaker's failure threshold (5) in all
+        for call in calls:
+            with pytest.raises(InvalidQuery, match="not valid Unicode"):
+                await call()
+    assert client.breakers["elasticsearch"].state == "closed"
+    assert client.breakers["elasticsearch"].failures == 0
+    assert (await client.search("revenue")).ids == ["fine"]
+
+
+async def test_a_document_another_program_wrote_with_a_lone_surrogate_is_found_and_shown_in_every_mode(
+    client: SearchClient, es: AsyncElasticsearch
+) -> None:
+    # JSON allows a lone surrogate escape (a JavaScript string cut inside an emoji is written so) and
+    # Elasticsearch stores and returns it; orjson refuses to read it, which failed every search showing it.
+    index = await client.ensure_index()
+    await client.index_documents([Document(id="ours", text="quarterly revenue note")], refresh=True)
+    body = b'{"title": "foreign \\udc00 title", "text": "quarterly revenue written by node \\ud83d cut"}'
+    await es.perform_request(
+        "PUT",
+        f"/{index}/_doc/foreign",
+        params={"refresh": "true"},
+        body=body,
+        headers={"content-type": "application/json", "accept": "application/json"},
+    )
+    for mode in ("bm25", "hybrid"):  # (it has no vector: the kNN leg cannot find it)
+        res = await client.search("quarterly revenue", mode=mode, limit=5)
+        assert set(res.ids) == {"ours", "foreign"}, mode
+        foreign = next(h for h in res.hits if h.id == "foreign")
+        assert foreign.title == "foreign \ufffd title", mode
+        assert "\ufffd" in " ".join(foreign.highlights["text"]), mode
+        assert not res.degraded, mode
+    stored = await client.documents.get("foreign")
+    assert stored is not None
+    assert stored["text"] == "quarterly revenue written by node \ufffd cut"
+    assert client.breakers["elasticsearch"].failures == 0
+
+
 @pytest.fixture(scope="module")
 async def loaded_for_fuzz(es_url: str) -> AsyncIterator[SearchClient]:
     s = SearchSettings(url=es_url, index=f"fuzz-hostile-input-{uuid.uuid4().hex[:8]}")

@@ -71,6 +71,9 @@ def test_document_ids_are_explicit_or_derived_deterministically() -> None:
         {"id": "x" * 513, "text": "t"},
         {"text": "t", "ticker": "T" * 32_767},
         {"text": "t", "source": "é" * 16_384},  # 32,768 bytes
+        {"text": "cut \ud83d"},  # a lone surrogate: no request can carry it
+        {"text": "t", "metadata": {"k": ["ok", "\udc00"]}},
+        {"text": "t", "payload": {"deep": [{"x": "\ud800"}]}},
         {"text": "t", "unknown": 1},
         {"text": "t", "metadata": {"a.b": "x"}},
         {"text": "t", "published_at": "not a date"},

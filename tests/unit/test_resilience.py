@@ -8,9 +8,12 @@ import random
 import time
 
 import pytest
+from elastic_transport import SerializationError
 
-from storage import CircuitOpen, ClientClosed, DependencyError, DependencyUnavailable, Overloaded
-from storage._transport.resilience import Resilience, ResiliencePolicy
+from storage import CircuitOpen, ClientClosed, DependencyError, DependencyUnavailable, InvalidQuery, Overloaded
+from storage._transport.connect import Serializer
+from storage._transport.resilience import Resilience, ResiliencePolicy, counts_as_failure
+from storage._transport.translate import map_es_error
 
 
 class FakeTime:
@@ -359,3 +362,34 @@ async def test_an_open_breaker_on_one_dependency_never_blocks_the_other() -> Non
         await es.call(Script(down()))
     assert es.state == "open"
     assert await emb.call(Script()) == "ok"
+
+
+def test_a_request_that_cannot_be_written_is_the_callers_error_and_an_unreadable_answer_the_servers() -> None:
+    written = SerializationError(
+        "Unable to serialize to JSON: {'query': ...} (type: dict)",
+        errors=(TypeError("str is not valid UTF-8: surrogates not allowed"),),
+    )
+    mapped = map_es_error(written)
+    assert isinstance(mapped, InvalidQuery)
+    assert "surrogates not allowed" in str(mapped)
+    assert "nothing was sent" in str(mapped)
+    assert not counts_as_failure(mapped)
+    answer = b'{"hits": ' + b"x" * 100_000
+    read = SerializationError(
+        f"Unable to deserialize as JSON: {answer!r}", errors=(ValueError("unexpected character"),)
+    )
+    mapped = map_es_error(read)
+    assert isinstance(mapped, DependencyError)
+    assert mapped.reason == "bad_response"
+    assert counts_as_failure(mapped)
+    assert len(str(mapped)) < 500  # (not the whole answer)
+
+
+def test_an_answer_with_a_lone_surrogate_escape_is_read_with_the_surrogate_replaced() -> None:
+    answer = b'{"hits": [{"title": "cut \\ud83d", "ok": "\\ud83d\\ude00", "n": 1}], "k\\udc00": [1.5]}'
+    assert Serializer().loads(answer) == {
+        "hits": [{"title": "cut \ufffd", "ok": "\U0001f600", "n": 1}],
+        "k\ufffd": [1.5],
+    }
+    with pytest.raises(SerializationError):
+        Serializer().loads(b'{"hits": [')

@@ -33,7 +33,7 @@ from datetime import date, datetime
 from typing import Any
 
 from .._errors import InvalidQuery
-from .._types.models import is_metadata_field
+from .._types.models import is_metadata_field, lone_surrogate
 
 __all__ = [
     "AllOf",
@@ -121,10 +121,16 @@ def _check_field(field: str) -> None:
     raise InvalidQuery(f"unknown filter field {field!r}; filterable fields: {allowed}")
 
 
+def _unicode(field: str, value: object) -> None:
+    if lone_surrogate(value):
+        raise InvalidQuery(f"filter {field!r}: {value!r} is not valid Unicode text (it holds a lone surrogate)")
+
+
 def _scalar(field: str, value: object) -> Scalar:
     if isinstance(value, str | bool | int | float) and not (isinstance(value, float) and value != value):
         if field == "published_at" and isinstance(value, bool):
             raise InvalidQuery(f"filter {field!r}: expected a date, got {value!r}")
+        _unicode(field, value)
         return value
     raise InvalidQuery(f"filter {field!r}: expected a string, number or boolean, got {type(value).__name__}")
 
@@ -141,6 +147,7 @@ def _range_value(field: str, key: str, value: object) -> RangeValue:
             raise InvalidQuery(f"filter {field!r}.{key}: {value!r} is not an ISO-8601 date") from None
         return value
     if isinstance(value, str | int | float) and not isinstance(value, bool):
+        _unicode(field, value)
         return value
     raise InvalidQuery(f"filter {field!r}.{key}: expected a number or string, got {value!r}")
 
@@ -198,6 +205,7 @@ def _check_tree(f: object) -> None:
             _check_tree(child)
     elif isinstance(f, Term | Terms | Range | Exists):
         _check_field(f.field)
+        _unicode(f.field, [getattr(f, name, None) for name in ("value", "values", "gt", "gte", "lt", "lte")])
     else:
         raise InvalidQuery(f"not a filter: {f!r}")
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._errors import InvalidQuery
 from .._fusion.methods import FusedList
+from .._types.models import lone_surrogate
 from .filters import Filter, FilterInput, Term, filter_fields, parse_filters, to_es_filters
 
 __all__ = [
@@ -47,6 +48,8 @@ def require(tenant_id: str | None, what: str, *, multi_tenant: bool) -> str | No
     always an :class:`InvalidQuery`, and so is none for a multi-tenant client."""
     if tenant_id is not None and (not isinstance(tenant_id, str) or not tenant_id.strip()):
         raise InvalidQuery("tenant_id must be a non-empty string")
+    if lone_surrogate(tenant_id):
+        raise InvalidQuery(f"tenant_id {tenant_id!r} is not valid Unicode text (it holds a lone surrogate)")
     if tenant_id is None and multi_tenant:
         raise InvalidQuery(f"this client is multi-tenant: {what}() needs tenant_id=")
     return tenant_id

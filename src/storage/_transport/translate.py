@@ -30,6 +30,7 @@ from .._errors import (
     DependencyUnavailable,
     IncompatibleServer,
     IndexNotFound,
+    InvalidQuery,
     ProviderDependency,
     SearchError,
     TLSFailed,
@@ -195,8 +196,15 @@ def map_es_error(exc: BaseException, *, where: str | None = None) -> SearchError
             retry_after=_retry_after(exc.meta.headers if exc.meta is not None else None),
         )
     if isinstance(exc, SerializationError):
+        why = exc.errors[0] if exc.errors else exc
+        if exc.message.startswith("Unable to serialize"):  # (elastic-transport's dumps): the caller's values
+            return InvalidQuery(
+                f"a value of the request cannot be written as JSON ({type(why).__name__}: {_first_line(why)}); "
+                "nothing was sent"
+            )
         return DependencyError(
-            f"Elasticsearch sent a response that could not be decoded: {exc}",
+            f"Elasticsearch sent a response that could not be decoded ({type(why).__name__}: {_first_line(why)})"
+            f": {clip(exc.message, 300)}",
             dependency="elasticsearch",
             reason="bad_response",
         )

@@ -40,6 +40,23 @@ METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 KEYWORD_MAX_BYTES = 32_766
 
 
+def lone_surrogate(value: object) -> bool:
+    """Whether a string in ``value`` (lists, tuples and mappings walked, keys too) holds a lone surrogate: not
+    Unicode text (what a broken decode leaves, e.g. ``json.loads('"\\ud800"')``), which no JSON encoder writes
+    as UTF-8 and so no request can carry."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(lone_surrogate(k) or lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(lone_surrogate(v) for v in value)
+    return False
+
+
 def is_metadata_field(field: str) -> bool:
     """``metadata.<key>`` with a key :data:`METADATA_KEY` accepts."""
     return field.startswith("metadata.") and METADATA_KEY.fullmatch(field[9:]) is not None
@@ -47,7 +64,7 @@ def is_metadata_field(field: str) -> bool:
 
 def derive_id(title: str, text: str, source: str | None) -> str:
     """A stable id from the content: re-indexing the same document overwrites it instead of duplicating."""
-    digest = hashlib.sha256("\x1f".join((source or "", title, text)).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256("\x1f".join((source or "", title, text)).encode("utf-8", "surrogatepass")).hexdigest()
     return digest[:32]
 
 
@@ -64,7 +81,8 @@ class Document(BaseModel):
     ``ticker``, ``doc_type``, ``source`` and ``tenant_id`` are keywords (matched exactly by filters), each at
     most 32,766 UTF-8 bytes (Lucene's limit on one term; a longer one is an invalid document, refused before it
     is embedded). A ``metadata`` value is a keyword too; one over 1,024 characters is stored and given back but
-    not indexed: no filter matches it and no facet counts it.
+    not indexed: no filter matches it and no facet counts it. Every string (the payload's too) must be Unicode
+    text: one holding a lone surrogate (what a broken decode leaves) is refused, as no request can carry it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
@@ -91,10 +109,17 @@ class Document(BaseModel):
             data["id"] = derive_id(str(data.get("title") or ""), str(data.get("text") or ""), data.get("source"))
         return data
 
+    @field_validator("id", "text", "title", "ticker", "doc_type", "source", "tenant_id", "metadata", "payload")
+    @classmethod
+    def _unicode(cls, value: Any) -> Any:
+        if lone_surrogate(value):
+            raise ValueError("not valid Unicode (a lone surrogate, as a broken decode leaves): no request can carry it")
+        return value
+
     @field_validator("id")
     @classmethod
     def _id_fits(cls, value: str) -> str:
-        if len(value.encode("utf-8")) > 512:
+        if len(value.encode("utf-8", "surrogatepass")) > 512:
             raise ValueError("id is longer than Elasticsearch's 512-byte limit")
         return value
 
@@ -102,7 +127,7 @@ class Document(BaseModel):
     @classmethod
     def _keyword_fits(cls, value: str | None, info: ValidationInfo) -> str | None:
         # Lucene's own bound on one indexed term: Elasticsearch refuses the document (after it was embedded).
-        if value is not None and len(value.encode("utf-8")) > KEYWORD_MAX_BYTES:
+        if value is not None and len(value.encode("utf-8", "surrogatepass")) > KEYWORD_MAX_BYTES:
             raise ValueError(f"{info.field_name} is longer than Elasticsearch's {KEYWORD_MAX_BYTES:,}-byte limit")
         return value
 
