@@ -84,7 +84,9 @@ def test_ingest_reports_failures_and_exits_non_zero(settings: SearchSettings, tm
     bad.write_text(
         json.dumps({"_id": "ok-1", "text": "fine"})
         + "\n{not json\n"
-        + json.dumps({"_id": "immense", "text": "x", "ticker": "T" * 40_000})
+        + json.dumps(
+            {"_id": "wide", "text": "x", "metadata": {f"key{i}": "v" for i in range(400)}}
+        )  # (> the fields limit)
         + "\n"
         + json.dumps({"_id": "no-text"})
         + "\n"
@@ -94,7 +96,7 @@ def test_ingest_reports_failures_and_exits_non_zero(settings: SearchSettings, tm
     assert "indexed 1 of 4 documents" in res.stdout
     assert "failed 3" in res.stdout
     assert "line 2: not JSON" in res.stdout
-    assert "immense: mapping_error" in res.stdout
+    assert "wide: mapping_error" in res.stdout
     assert "invalid: line 4: no-text: document: Value error, a document needs a title or a text" in res.stdout
 
     folder = tmp_path / "notes"

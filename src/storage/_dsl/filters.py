@@ -205,7 +205,8 @@ def _check_tree(f: object) -> None:
             _check_tree(child)
     elif isinstance(f, Term | Terms | Range | Exists):
         _check_field(f.field)
-        _unicode(f.field, [getattr(f, name, None) for name in ("value", "values", "gt", "gte", "lt", "lte")])
+        for name in ("value", "values", "gt", "gte", "lt", "lte"):
+            _unicode(f.field, getattr(f, name, None))
     else:
         raise InvalidQuery(f"not a filter: {f!r}")
 

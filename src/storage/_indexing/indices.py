@@ -43,7 +43,7 @@ from .._types.models import FailedDocument
 from .bulk_load import unfinished_bulk_load
 from .changes import held_while_blocked
 
-__all__ = ["IndexManager", "write_index_of"]
+__all__ = ["IndexManager"]
 
 #: Ids asked for in one request when checking which exist.
 _IDS_PER_REQUEST = 1000
