@@ -360,7 +360,8 @@ async def test_bulk_partial_failure_retries_rejected_items_and_reports_mapping_e
     loaded: SearchClient, proxy: FaultProxy
 ) -> None:
     good = [Document(id=f"bulk-{i}", text=f"bulk document {i}") for i in range(20)]
-    bad = [Document(id=f"immense-{i}", text="bad ticker", ticker="T" * 40_000) for i in range(2)]
+    # (more fields than the index's limit: the server refuses each with a mapping error)
+    bad = [Document(id=f"wide-{i}", text="keys", metadata={f"w{i}k{j}": "v" for j in range(400)}) for i in range(2)]
     docs = good + bad
     # The first bulk answer rejects every item with 429 (a full write queue: nothing was applied);
     # the helper re-sends them to the real Elasticsearch, which then refuses the two bad documents.
