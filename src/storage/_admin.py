@@ -21,7 +21,7 @@ from ._indexing.bulk_load import end_unfinished
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
-from ._types.models import IndexProgress, ReembedReport, lone_surrogate
+from ._types.models import Document, IndexProgress, ReembedReport, lone_surrogate, stored_document
 from ._types.requests import QuerySyntax, SearchRequest
 from ._types.results import ScoreExplanation
 
@@ -122,17 +122,19 @@ class Documents:
         found = await self._engine.explain_bm25(request, doc_id)
         return ScoreExplanation.model_validate(found) if found is not None else None
 
-    async def get(self, doc_id: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
-        """The stored ``_source`` of one document (without its vectors), or None — also None when it belongs to
-        another tenant than ``tenant_id``."""
+    async def get(self, doc_id: str, *, tenant_id: str | None = None) -> Document | None:
+        """One document as it was indexed, or None — also None when it belongs to another tenant than
+        ``tenant_id``. (Elasticsearch's own ``_source``, with what the index adds, is ``client.elasticsearch``'s
+        to read.)"""
         _valid_ids((doc_id,))
-        return await self._m.get_document(doc_id, tenant_id=tenant_id)
+        source = await self._m.get_document(doc_id, tenant_id=tenant_id)
+        return None if source is None else stored_document(doc_id, source)
 
-    async def get_many(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, dict[str, Any]]:
-        """id -> stored ``_source`` (without vectors) of those of ``ids`` the index holds, in the order of
-        ``ids``."""
+    async def get_many(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, Document]:
+        """id -> document as it was indexed, for those of ``ids`` the index holds, in the order of ``ids``."""
         _valid_ids(ids)
-        return await self._m.get_documents(ids, tenant_id=tenant_id)
+        found = await self._m.get_documents(ids, tenant_id=tenant_id)
+        return {doc_id: stored_document(doc_id, source) for doc_id, source in found.items()}
 
     async def count(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> int:
         """Documents matching ``filters`` (None: all)."""

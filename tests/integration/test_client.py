@@ -205,14 +205,16 @@ async def test_reindexing_the_same_documents_creates_no_duplicates(client: Searc
     assert await client.documents.count() == len(CORPUS) + 1
 
 
-async def test_indexed_documents_read_back_with_their_fields(client: SearchClient) -> None:
+async def test_indexed_documents_read_back_as_the_documents_that_were_indexed(client: SearchClient) -> None:
     await _load(client)
+    given = next(d for d in CORPUS if d.id == "msft-2")
     stored = await client.documents.get("msft-2")
+    assert stored == given  # every field, typed as given (published_at a datetime again)
     assert stored is not None
-    assert stored["ticker"] == "MSFT"
-    assert stored["metadata"] == {"region": "us"}
-    assert "embedding" not in stored
+    assert (stored.ticker, stored.metadata) == ("MSFT", {"region": "us"})
     assert await client.documents.get("nope") is None
+    many = await client.documents.get_many(["nope", "msft-2", given.id])
+    assert many == {"msft-2": given}
 
 
 @pytest.mark.smoke

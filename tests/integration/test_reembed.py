@@ -344,7 +344,9 @@ async def test_a_reembed_carries_the_limits_raised_on_the_live_index_so_every_do
         report = await new.indices.reembed()
         assert report.promoted, report
         assert (report.documents, report.failed) == (2, [])
-        assert ((await new.documents.get("wide")) or {})["metadata"]["key399"] == "v"
+        moved = await new.documents.get("wide")
+        assert moved is not None
+        assert moved.metadata["key399"] == "v"
     assert report.target != first
     got = (await es.indices.get_settings(index=report.target, flat_settings=True)).body[report.target]["settings"]
     assert {key: got.get(key) for key in raised} == {key: str(value) for key, value in raised.items()}

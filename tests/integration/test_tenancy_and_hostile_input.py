@@ -108,7 +108,9 @@ async def test_a_multi_tenant_client_refuses_anything_without_a_tenant(tenanted:
     assert [(f.id, f.reason, f.position) for f in report.failed] == [("x", "invalid_document", 0)]
     assert "belongs to tenant" in report.failed[0].detail
     assert await tenanted.documents.get("tenant-0-1", tenant_id="tenant-1") is None
-    assert (await tenanted.documents.get("tenant-0-1", tenant_id="tenant-0") or {}).get("tenant_id") == "tenant-0"
+    own = await tenanted.documents.get("tenant-0-1", tenant_id="tenant-0")
+    assert own is not None
+    assert own.tenant_id == "tenant-0"
     assert await tenanted.documents.count(tenant_id="tenant-3") == 40
     page = await tenanted.search_page("revenue", tenant_id="tenant-0", limit=5)
     with pytest.raises(InvalidQuery, match="another search"):  # a cursor cannot switch tenants
@@ -338,7 +340,7 @@ async def test_a_document_another_program_wrote_with_a_lone_surrogate_is_found_a
         assert not res.degraded, mode
     stored = await client.documents.get("foreign")
     assert stored is not None
-    assert stored["text"] == "quarterly revenue written by node \ufffd cut"
+    assert stored.text == "quarterly revenue written by node \ufffd cut"
     assert client.breakers["elasticsearch"].failures == 0
 
 

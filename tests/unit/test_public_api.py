@@ -105,6 +105,16 @@ def test_the_workbench_extra_installs_what_its_measure_and_tune_import() -> None
     assert {requirement.split(">")[0] for requirement in extras["eval"]} <= names
 
 
+def test_a_stored_document_another_program_wrote_reads_back_as_stored_never_refused() -> None:
+    from storage._types.models import stored_document
+
+    blank = stored_document("x", {"title": "", "text": " ", "published_at": "not a date", "extra": 1})
+    assert (blank.id, blank.title, blank.text, blank.published_at) == ("x", "", " ", "not a date")
+    assert "extra" not in blank.model_dump(warnings=False)
+    valid = stored_document("y", {"text": "fine", "published_at": "2024-05-01T00:00:00Z", "passages": []})
+    assert valid == Document(id="y", text="fine", published_at="2024-05-01T00:00:00Z")
+
+
 def test_a_hit_gives_its_stored_document_back_typed() -> None:
     from storage import SearchHit
 

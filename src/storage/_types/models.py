@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "Document",
@@ -152,6 +160,18 @@ class Document(BaseModel):
     def to_source(self) -> dict[str, Any]:
         """The ``_source`` stored in Elasticsearch (without the vector)."""
         return self.model_dump(mode="json", exclude={"id"}, exclude_none=True)
+
+
+def stored_document(doc_id: str, source: Mapping[str, Any]) -> Document:
+    """A stored ``_source`` as the :class:`Document` it was indexed from: its fields only (not what the index
+    adds: passages, the content hash). One another program wrote that is not a valid Document (say, with
+    neither a title nor a text) comes back as stored, unvalidated, rather than refused: reading never fails
+    on what is already in the index."""
+    fields = {k: v for k, v in source.items() if k in Document.model_fields and k != "id"}
+    try:
+        return Document(**fields, id=doc_id)
+    except ValidationError:
+        return Document.model_construct(**fields, id=doc_id)
 
 
 def content_hash(source: Mapping[str, Any]) -> str:

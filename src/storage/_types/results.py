@@ -9,7 +9,7 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from .._fusion.setting import FusionSetting
-from .models import Document, Leg, SearchMode
+from .models import Document, Leg, SearchMode, stored_document
 
 __all__ = [
     "Completeness",
@@ -214,9 +214,8 @@ class SearchHit(BaseModel):
     @property
     def document(self) -> Document:
         """The hit's stored document, typed as it was indexed (``source`` is Elasticsearch's ``_source``
-        dict; ``document.source`` is the document's origin field)."""
-        fields = Document.model_fields
-        return Document(**{k: v for k, v in self.source.items() if k in fields and k != "id"}, id=self.id)
+        dict; ``document.source`` is the document's origin field), as ``client.documents.get()`` gives it."""
+        return stored_document(self.id, self.source)
 
 
 def relevant(hit: SearchHit, min_similarity: float) -> bool:

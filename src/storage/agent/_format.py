@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from datetime import date
 
 from .._dsl.text import around_match, clip
 from .._errors import (
@@ -22,6 +22,7 @@ from .._errors import (
 )
 from .._rag.context import display_value
 from .._types.answers import Answer
+from .._types.models import Document
 from .._types.results import SearchHit, SearchResponse
 
 __all__ = ["error_message", "format_answer", "format_document", "format_results", "no_matches", "snippet"]
@@ -134,17 +135,19 @@ def format_facets(response: SearchResponse, *, values: int = 10) -> str:
     return f"Counts over {scope} — " + "; ".join(lines)
 
 
-def format_document(doc: Mapping[str, Any] | None, doc_id: str, *, max_chars: int = 6000) -> str:
+def format_document(doc: Document | None, doc_id: str, *, max_chars: int = 6000) -> str:
     if doc is None:
         return f"No document with id '{doc_id}'. Use an id from a search result (the part after [#)."
-    header = f"[#{doc_id}] {doc.get('title') or '(untitled)'}"
-    meta = " | ".join(
-        f"{k if k != 'published_at' else 'date'}: {display_value(doc[k])}"
-        for k in ("source", "published_at", "ticker", "doc_type")
-        if doc.get(k)
-    )
-    body = _clip(str(doc.get("text", "")), max(max_chars - len(header) - len(meta) - 4, 100))
+    header = f"[#{doc_id}] {doc.title or '(untitled)'}"
+    shown = {"source": doc.source, "date": doc.published_at, "ticker": doc.ticker, "doc_type": doc.doc_type}
+    meta = " | ".join(f"{k}: {display_value(_iso(v))}" for k, v in shown.items() if v)
+    body = _clip(doc.text, max(max_chars - len(header) - len(meta) - 4, 100))
     return "\n".join(part for part in (header, meta, "", body) if part is not None)
+
+
+def _iso(value: object) -> object:
+    """A date as JSON writes it (a document read back unvalidated may hold the stored string instead)."""
+    return value.isoformat() if isinstance(value, date) else value
 
 
 def error_message(exc: BaseException, *, retry_after_s: float | None = None) -> str:

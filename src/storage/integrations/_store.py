@@ -118,6 +118,12 @@ def _keyword(value: object) -> str | None:
     return None
 
 
+def _as_stored(doc: Document) -> dict[str, Any]:
+    """A document read back as the fields it was stored with (dates as JSON writes them; one another program
+    wrote, read back unvalidated, as it is)."""
+    return doc.model_dump(mode="json", exclude={"id"}, exclude_none=True, warnings=False)
+
+
 def stored(doc_id: str, source: Mapping[str, Any], *, hit: SearchHit | None = None) -> Stored:
     if "payload" in source:
         metadata = dict(source.get("payload") or {})
@@ -240,7 +246,7 @@ class StoreCore:
     async def get(self, client: SearchClient, ids: Sequence[str]) -> list[Stored]:
         """The stored documents of ``ids``, in that order; an id the index does not hold is left out."""
         found = await (await self._client(client)).documents.get_many(list(ids), tenant_id=self.tenant_id)
-        return [stored(i, found[i]) for i in ids if i in found]
+        return [stored(i, _as_stored(found[i])) for i in ids if i in found]
 
     async def delete(self, client: SearchClient, ids: Sequence[str] | None, *, refresh: bool | None = None) -> bool:
         if ids is None:
