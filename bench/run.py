@@ -295,13 +295,13 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
             queries,
             settings,
             runs=1 if quick else 2,
-            seconds=1.2 if quick else 24.0,
+            seconds=0.6 if quick else 24.0,
             warmup=40 if quick else 900,
         )
         print(json.dumps(guarded["ours_over_raw"]), flush=True)
         # Beside the guard: the peers (the raw one-phase shape, Haystack's retriever), one run.
         haystack = await haystack_setup(url, data, cached)
-        seconds = 1.2 if quick else 12.0  # per contender and concurrency, in six slices
+        seconds = 0.6 if quick else 12.0  # per contender and concurrency, in six slices
         contending = {
             "ours": ours,
             "raw_elasticsearch_py_one_phase": raw(one_phase),

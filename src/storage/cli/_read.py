@@ -110,7 +110,7 @@ def ask(
                     "no answer: no chat model is configured. Set LLM_PROVIDER=openai, LLM_MODEL and LLM_BASE_URL "
                     "(any OpenAI-compatible server; LLM_API_KEY for a hosted one), or run a local one: "
                     "`python -m embeddings.local_llm start` prints the variables to export (the first time it "
-                    "compiles llama.cpp's server: gcc, g++ and cmake, 6-11 minutes on 2 cores; later starts take "
+                    "compiles llama.cpp's server: gcc, g++ and cmake, ~3 minutes on 2 cores; later starts take "
                     "seconds).",
                     markup=False,
                 )
