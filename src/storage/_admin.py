@@ -98,7 +98,8 @@ class Indices:
 
 class Documents:
     """``client.documents``: documents by id and by filter (a tenant's only, for a tenant; ``tenant_id`` is
-    required by a multi-tenant client)."""
+    required by a multi-tenant client). ``ids`` is a list of ids: one string given as the ids, or an empty id,
+    is an :class:`InvalidQuery` before anything is sent."""
 
     def __init__(self, manager: IndexManager, engine: Engine) -> None:
         self._m = manager
@@ -117,7 +118,7 @@ class Documents:
         """Why the BM25 leg scores ``doc_id`` as it does for ``query`` (Elasticsearch's explain, on the leg's own
         query: its fields, filters and tenant), or None when the document does not match it. The kNN leg's part
         is the hit's ``similarity``; how the legs combine, its ``ranks`` and the fusion in force."""
-        _valid_ids((doc_id,))
+        id_list((doc_id,))
         request = SearchRequest(query, mode="bm25", filters=filters, tenant_id=tenant_id, index=index, syntax=syntax)
         found = await self._engine.explain_bm25(request, doc_id)
         return ScoreExplanation.model_validate(found) if found is not None else None
@@ -126,13 +127,13 @@ class Documents:
         """One document as it was indexed, or None — also None when it belongs to another tenant than
         ``tenant_id``. (Elasticsearch's own ``_source``, with what the index adds, is ``client.elasticsearch``'s
         to read.)"""
-        _valid_ids((doc_id,))
+        id_list((doc_id,))
         source = await self._m.get_document(doc_id, tenant_id=tenant_id)
         return None if source is None else stored_document(doc_id, source)
 
     async def get_many(self, ids: Sequence[str], *, tenant_id: str | None = None) -> dict[str, Document]:
         """id -> document as it was indexed, for those of ``ids`` the index holds, in the order of ``ids``."""
-        _valid_ids(ids)
+        ids = id_list(ids)
         found = await self._m.get_documents(ids, tenant_id=tenant_id)
         return {doc_id: stored_document(doc_id, source) for doc_id, source in found.items()}
 
@@ -142,7 +143,7 @@ class Documents:
 
     async def exist(self, ids: Sequence[str], *, tenant_id: str | None = None) -> set[str]:
         """Which of ``ids`` the index holds."""
-        _valid_ids(ids)
+        ids = id_list(ids)
         return await self._m.existing(ids, tenant_id=tenant_id)
 
     async def matching_ids(self, *, filters: FilterInput = None, tenant_id: str | None = None) -> list[str]:
@@ -154,13 +155,21 @@ class Documents:
         """Delete the documents of ``ids``; the ids that were deleted (an id the index does not hold is not an
         error). ``refresh=True``: gone from searches when this returns. A delete refused by a reembed's short
         write block is held and sent again."""
-        _valid_ids(ids)
+        ids = id_list(ids)
         return await self._m.delete_documents(ids, tenant_id=tenant_id, refresh=refresh)
 
 
-def _valid_ids(ids: Sequence[str]) -> None:
-    """An id that is no Unicode text (a lone surrogate, as a broken decode leaves) cannot be sent: an
-    :class:`InvalidQuery` before anything is."""
-    for doc_id in ids:
+def id_list(ids: Sequence[str]) -> list[str]:
+    """``ids`` as a list, each a document id that can be sent: an :class:`InvalidQuery` before anything is
+    for one string given as the ids (iterated, ``delete("12")`` would delete documents "1" and "2"), an id that
+    is not a non-empty string (none can exist: Elasticsearch refuses the request) or no Unicode text (a lone
+    surrogate, as a broken decode leaves)."""
+    if isinstance(ids, str | bytes):
+        raise InvalidQuery(f"ids is one string, not a list of ids: pass [{ids!r}]")
+    checked = list(ids)
+    for doc_id in checked:
+        if not isinstance(doc_id, str) or not doc_id:
+            raise InvalidQuery(f"a document id is a non-empty string, not {doc_id!r}")
         if lone_surrogate(doc_id):
             raise InvalidQuery(f"document id {doc_id!r} is not valid Unicode text (it holds a lone surrogate)")
+    return checked

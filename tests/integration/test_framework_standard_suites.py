@@ -474,3 +474,26 @@ def test_a_tenant_s_store_reads_writes_and_deletes_only_its_own_documents(settin
             mine.similarity_search("apple", k=1, tenant_id="b")
     finally:
         close_client(client)
+
+
+def test_ids_given_as_one_string_delete_nothing_in_any_store(settings: SearchSettings) -> None:
+    # Iterated, "12" is the ids "1" and "2": each store refuses it by name before anything is sent.
+    client = SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64))
+    try:
+        langchain = HybridSearchStore(client=client)
+        langchain.add_texts(["one", "two", "twelve"], ids=["1", "2", "12"])
+        llama = HybridSearchVectorStore(client=client)
+        haystack = HybridSearchDocumentStore(client=client)
+        calls = [
+            lambda: langchain.delete("12"),  # type: ignore[arg-type]
+            lambda: langchain.get_by_ids("12"),
+            lambda: llama.delete_nodes("12"),  # type: ignore[arg-type]
+            lambda: llama.get_nodes("12"),  # type: ignore[arg-type]
+            lambda: haystack.delete_documents("12"),  # type: ignore[arg-type]
+        ]
+        for call in calls:
+            with pytest.raises(InvalidQuery, match="one string, not a list of ids"):
+                call()
+        assert sorted(d.id for d in langchain.get_by_ids(["1", "2", "12"])) == ["1", "12", "2"]
+    finally:
+        close_client(client)

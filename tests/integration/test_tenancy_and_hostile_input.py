@@ -316,6 +316,29 @@ async def test_text_that_is_not_unicode_is_refused_by_name_and_never_opens_the_b
     assert (await client.search("revenue")).ids == ["fine"]
 
 
+async def test_ids_given_as_one_string_or_empty_are_refused_by_name_and_nothing_is_deleted(
+    client: SearchClient,
+) -> None:
+    # Iterated, delete("12") deleted documents "1" and "2" and kept "12"; an empty id failed as a dependency error.
+    await client.ensure_index()
+    await client.index_documents([Document(id=i, text="quarterly revenue") for i in ("1", "2", "12")], refresh=True)
+    calls = [
+        (lambda: client.documents.delete("12", refresh=True), "one string, not a list of ids"),
+        (lambda: client.documents.exist("12"), "one string, not a list of ids"),
+        (lambda: client.documents.get_many("12"), "one string, not a list of ids"),
+        (lambda: client.documents.get(""), "non-empty string"),
+        (lambda: client.documents.get_many(["1", ""]), "non-empty string"),
+        (lambda: client.documents.delete([""]), "non-empty string"),
+        (lambda: client.documents.exist([1]), "non-empty string"),  # type: ignore[list-item]
+        (lambda: client.documents.explain("", "revenue"), "non-empty string"),
+    ]
+    for call, message in calls:
+        with pytest.raises(InvalidQuery, match=message):
+            await call()
+    assert await client.documents.exist(["1", "2", "12"]) == {"1", "2", "12"}
+    assert client.breakers["elasticsearch"].failures == 0
+
+
 async def test_a_document_another_program_wrote_with_a_lone_surrogate_is_found_and_shown_in_every_mode(
     client: SearchClient, es: AsyncElasticsearch
 ) -> None:

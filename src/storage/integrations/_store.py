@@ -26,6 +26,7 @@ from pydantic import SecretStr, ValidationError
 
 from embeddings import Embedder
 
+from .._admin import id_list
 from .._client import SearchClient
 from .._dsl.filters import FilterInput
 from .._errors import ConfigurationError, DocumentsNotIndexed, InvalidDocument, InvalidQuery
@@ -245,14 +246,15 @@ class StoreCore:
 
     async def get(self, client: SearchClient, ids: Sequence[str]) -> list[Stored]:
         """The stored documents of ``ids``, in that order; an id the index does not hold is left out."""
-        found = await (await self._client(client)).documents.get_many(list(ids), tenant_id=self.tenant_id)
-        return [stored(i, _as_stored(found[i])) for i in ids if i in found]
+        wanted = id_list(ids)
+        found = await (await self._client(client)).documents.get_many(wanted, tenant_id=self.tenant_id)
+        return [stored(i, _as_stored(found[i])) for i in wanted if i in found]
 
     async def delete(self, client: SearchClient, ids: Sequence[str] | None, *, refresh: bool | None = None) -> bool:
         if ids is None:
             raise InvalidQuery("give the ids of the documents to delete (delete(ids=[...]))")
         c = await self._client(client)
-        await c.documents.delete(list(ids), tenant_id=self.tenant_id, refresh=self._refresh(refresh))
+        await c.documents.delete(id_list(ids), tenant_id=self.tenant_id, refresh=self._refresh(refresh))
         return True
 
     async def count(self, client: SearchClient, filters: FilterInput = None) -> int:
@@ -261,7 +263,7 @@ class StoreCore:
 
     async def existing(self, client: SearchClient, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the index holds."""
-        return await (await self._client(client)).documents.exist(list(ids), tenant_id=self.tenant_id)
+        return await (await self._client(client)).documents.exist(id_list(ids), tenant_id=self.tenant_id)
 
     async def filtered(self, client: SearchClient, filters: FilterInput) -> list[Stored]:
         """Every document ``filters`` (our model; None: all) match."""

@@ -54,6 +54,7 @@ from pydantic import PrivateAttr
 
 from embeddings import CallableEmbedder, Embedder
 
+from .._admin import id_list
 from .._client import SearchClient
 from .._dsl.filters import Filter, condition
 from .._errors import ConfigurationError, InvalidQuery
@@ -362,7 +363,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
     def _scope(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[Filter]:
         scope = list(llama_index_filters(filters, store=True) or [])
         if node_ids is not None:
-            scope.append(condition("id", list(node_ids)))
+            scope.append(condition("id", id_list(node_ids)))
         return scope
 
     def delete_nodes(
@@ -390,7 +391,7 @@ class HybridSearchVectorStore(BasePydanticVectorStore):
         await self._core.bridge.arun(lambda c: self._core.delete_matching(c, None))
 
     async def _get(self, c: SearchClient, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[Stored]:
-        ids = list(node_ids) if node_ids is not None and filters is None else None
+        ids = id_list(node_ids) if node_ids is not None and filters is None else None
         if node_ids is not None and not node_ids:
             return []
         if ids is None:

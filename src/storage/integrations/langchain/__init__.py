@@ -238,10 +238,10 @@ class HybridSearchStore(VectorStore):
         return await self._core.bridge.arun(lambda c: self._core.delete(c, ids))
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return [_from_stored(s) for s in self._core.bridge.run(lambda c: self._core.get(c, list(ids)))]
+        return [_from_stored(s) for s in self._core.bridge.run(lambda c: self._core.get(c, ids))]
 
     async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        return [_from_stored(s) for s in await self._core.bridge.arun(lambda c: self._core.get(c, list(ids)))]
+        return [_from_stored(s) for s in await self._core.bridge.arun(lambda c: self._core.get(c, ids))]
 
     # -- searches ----------------------------------------------------------------------------------------
 
