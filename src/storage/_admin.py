@@ -21,7 +21,7 @@ from ._indexing.bulk_load import end_unfinished
 from ._indexing.indices import IndexManager
 from ._indexing.reembed import Reembedder
 from ._search import Engine
-from ._types.models import Document, IndexProgress, ReembedReport, lone_surrogate, stored_document
+from ._types.models import ID_MAX_BYTES, Document, IndexProgress, ReembedReport, lone_surrogate, stored_document
 from ._types.requests import QuerySyntax, SearchRequest
 from ._types.results import ScoreExplanation
 
@@ -162,8 +162,8 @@ class Documents:
 def id_list(ids: Sequence[str]) -> list[str]:
     """``ids`` as a list, each a document id that can be sent: an :class:`InvalidQuery` before anything is
     for one string given as the ids (iterated, ``delete("12")`` would delete documents "1" and "2"), an id that
-    is not a non-empty string (none can exist: Elasticsearch refuses the request) or no Unicode text (a lone
-    surrogate, as a broken decode leaves)."""
+    is not a non-empty string or is over 512 bytes (none can exist: Elasticsearch refuses the request, or the
+    URL holding it) or no Unicode text (a lone surrogate, as a broken decode leaves)."""
     if isinstance(ids, str | bytes):
         raise InvalidQuery(f"ids is one string, not a list of ids: pass [{ids!r}]")
     checked = list(ids)
@@ -172,4 +172,6 @@ def id_list(ids: Sequence[str]) -> list[str]:
             raise InvalidQuery(f"a document id is a non-empty string, not {doc_id!r}")
         if lone_surrogate(doc_id):
             raise InvalidQuery(f"document id {doc_id!r} is not valid Unicode text (it holds a lone surrogate)")
+        if len(doc_id.encode()) > ID_MAX_BYTES:
+            raise InvalidQuery(f"a document id is at most {ID_MAX_BYTES} bytes, not {len(doc_id.encode())}")
     return checked

@@ -260,6 +260,11 @@ def test_explain_gives_each_legs_rank_its_share_of_the_fused_score_and_the_bm25_
         else:
             assert why["bm25"] is None
     assert tc.post("/api/explain", json={"query": QUERY}, headers=headers).status_code == 400
+    # Malformed input is a 400 naming what is wrong, never a 500 or the server's 400 passed on as a 502.
+    for body in ({"filters": 5}, {"fusion": 5}, {"doc_id": "x" * 5000}):
+        bad = tc.post("/api/explain", json={"query": QUERY, "doc_id": "aapl-1", **body}, headers=headers)
+        assert bad.status_code == 400, (body, bad.text)
+    assert tc.post("/api/runs/forget", json={"name": "r" * 5000}, headers=headers).status_code == 400
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,12 @@ def test_mapping_filters_render_to_term_terms_range_and_exists() -> None:
     ]
 
 
+@pytest.mark.parametrize("given", [5, 3.5, True, "ticker"])
+def test_filters_that_are_neither_a_mapping_nor_a_list_are_refused_by_name(given: object) -> None:
+    with pytest.raises(InvalidQuery, match="filters must be a mapping or a list of Filter objects"):
+        parse_filters(given)  # type: ignore[arg-type]
+
+
 def test_filter_objects_are_accepted_as_a_list() -> None:
     filters = [Term("ticker", "X"), Terms("source", ("a",)), Range("published_at", gte="2024-01-01"), Exists("title")]
     with pytest.raises(InvalidQuery, match="unknown filter field 'title'"):

@@ -146,7 +146,7 @@ def test_a_hit_gives_its_stored_document_back_typed() -> None:
     assert doc.published_at.isoformat().startswith("2024-05-01")
 
 
-@pytest.mark.parametrize("ids", ["12", b"12", [""], ["a", 1], ["\ud800"]])
+@pytest.mark.parametrize("ids", ["12", b"12", [""], ["a", 1], ["\ud800"], ["é" * 257]])
 def test_ids_that_cannot_name_documents_are_refused_before_anything_is_sent(ids: object) -> None:
     from storage import InvalidQuery
     from storage._admin import id_list

@@ -90,7 +90,7 @@ def test_a_leg_with_weight_zero_leaves_the_other_legs_order() -> None:
 
 def test_a_stored_setting_round_trips_and_a_broken_one_is_refused() -> None:
     assert FusionSetting.from_meta(STORED.to_meta()) == STORED
-    for broken in ({"method": "nope"}, {"method": "rrf", "k": 0}, {"method": "rrf", "weights": {"knn": -1}}):
+    for broken in ({"method": "nope"}, {"method": "rrf", "k": 0}, {"method": "rrf", "weights": {"knn": -1}}, 5, []):
         with pytest.raises(ValueError, match="not a fusion setting"):
             FusionSetting.from_meta(broken)
 

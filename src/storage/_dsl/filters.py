@@ -27,7 +27,7 @@ sub-fields, which an index built by this version has for every metadata value th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -189,8 +189,8 @@ def parse_filters(filters: FilterInput) -> list[Filter]:
         return []
     if isinstance(filters, Mapping):
         return [condition(str(field), value) for field, value in filters.items()]
-    if isinstance(filters, str | bytes):
-        raise InvalidQuery("filters must be a mapping or a list of Filter objects")
+    if isinstance(filters, str | bytes) or not isinstance(filters, Iterable):
+        raise InvalidQuery(f"filters must be a mapping or a list of Filter objects, not {type(filters).__name__}")
     out = list(filters)
     for f in out:
         _check_tree(f)

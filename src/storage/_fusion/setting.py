@@ -68,6 +68,8 @@ class FusionSetting:
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> FusionSetting:
         """A stored setting (an index's ``_meta.fusion``); ``ValueError`` when it is not a valid one."""
+        if not isinstance(meta, Mapping):
+            raise ValueError(f"not a fusion setting: {meta!r}")
         method, weights = meta.get("method"), meta.get("weights") or {}
         if method not in _METHODS or not isinstance(weights, Mapping):
             raise ValueError(f"not a fusion setting: {dict(meta)!r}")

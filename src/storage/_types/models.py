@@ -46,6 +46,8 @@ METADATA_KEY = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 #: The most UTF-8 bytes one keyword value may have (Lucene's limit on an indexed term: ``ticker``, ``doc_type``,
 #: ``source`` and ``tenant_id``; a metadata value over 1,024 characters is kept but not indexed).
 KEYWORD_MAX_BYTES = 32_766
+#: The most UTF-8 bytes a document id may have (Elasticsearch's limit).
+ID_MAX_BYTES = 512
 
 
 def lone_surrogate(value: object) -> bool:
@@ -95,7 +97,7 @@ class Document(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
-    id: str = Field(min_length=1, max_length=512)
+    id: str = Field(min_length=1, max_length=ID_MAX_BYTES)
     text: str = ""
     title: str = ""
     ticker: str | None = None
@@ -127,8 +129,8 @@ class Document(BaseModel):
     @field_validator("id")
     @classmethod
     def _id_fits(cls, value: str) -> str:
-        if len(value.encode("utf-8", "surrogatepass")) > 512:
-            raise ValueError("id is longer than Elasticsearch's 512-byte limit")
+        if len(value.encode("utf-8", "surrogatepass")) > ID_MAX_BYTES:
+            raise ValueError(f"id is longer than Elasticsearch's {ID_MAX_BYTES}-byte limit")
         return value
 
     @field_validator("ticker", "doc_type", "source", "tenant_id")

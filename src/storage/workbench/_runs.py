@@ -152,7 +152,10 @@ class RunStore:
         self.tenant_id = tenant_id
 
     def _key(self, name: str) -> str:
-        return json.dumps([self.tenant_id, name])
+        key = json.dumps([self.tenant_id, name])
+        if len(key.encode()) > 512:  # (Elasticsearch's limit on a document id)
+            raise InvalidQuery(f"a run name of {len(name)} characters is too long: give one under ~500")
+        return key
 
     async def _exists(self) -> bool:
         return bool((await self._client.elasticsearch.indices.exists(index=self.index)).body)
