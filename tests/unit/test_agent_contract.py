@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from storage import ConfigurationError
-from storage.agent import AnswerArguments, ToolPolicy, ToolSettings, json_schema, parse_arguments, search_arguments
+from storage.agent import (
+    AnswerArguments,
+    DocumentArguments,
+    ToolPolicy,
+    ToolSettings,
+    json_schema,
+    parse_arguments,
+    search_arguments,
+)
 
 
 def test_a_host_mistake_is_a_configuration_error_naming_the_setting() -> None:
@@ -67,6 +75,12 @@ def test_each_bad_argument_gets_one_sentence_saying_what_to_fix() -> None:
         assert "\n" not in said
         assert "pydantic" not in said
     assert isinstance(parse_arguments(AnswerArguments, {"question": " "}), str)
+    # Each tool's example names its own argument (get_document was told to send {"query": ...}).
+    assert parse_arguments(model, "[1]") == 'Error: the arguments must be an object such as {"query": "..."}.'
+    assert parse_arguments(DocumentArguments, "{id:") == (
+        'Error: the arguments are not valid JSON. Send an object such as {"id": "..."}.'
+    )
+    assert str(parse_arguments(AnswerArguments, "5")).endswith('such as {"question": "..."}.')
     ok = parse_arguments(model, '{"query": " revenue ", "ticker": "AAPL"}')
     assert not isinstance(ok, str)
     assert ok.model_dump()["query"] == "revenue"

@@ -255,14 +255,16 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def parse_arguments(model: type[BaseModel], arguments: str | Mapping[str, Any] | None) -> BaseModel | str:
     """The model's arguments validated, or the one sentence that says what to fix."""
+    first = next(iter(model.model_fields))  # (the tool's first argument: query, id, question)
+    example = f'{{"{first}": "..."}}'
     try:
         data = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
     except json.JSONDecodeError:
-        return 'Error: the arguments are not valid JSON. Send an object such as {"query": "..."}.'
+        return f"Error: the arguments are not valid JSON. Send an object such as {example}."
     except (TypeError, ValueError):
-        return 'Error: the arguments must be an object such as {"query": "..."}.'
+        return f"Error: the arguments must be an object such as {example}."
     if not isinstance(data, dict):
-        return 'Error: the arguments must be an object such as {"query": "..."}.'
+        return f"Error: the arguments must be an object such as {example}."
     try:
         # Validated as the JSON it is, strictly: what the schema says, no coercion ("3" or true is not a whole
         # number; a date is its YYYY-MM-DD text).
