@@ -91,7 +91,8 @@ print("== no Elasticsearch JVM left running")
 PY
 }
 
-# The answer tests need a real chat server: llama.cpp's, compiled once into .cache/llm (~3 min on 2 cores alone; ~20 niced beside the tests).
+# The answer tests need a real chat server: llama.cpp's, compiled once into .cache/llm
+# (~3 min on 2 cores alone, ~12 niced beside the tests: done long before the tests are).
 # Build it in the background at the lowest priority while the other tests run; the chat server's test
 # fixture (tests run last) waits for the build through a file lock. Its own process group, stopped on exit.
 CHAT_BUILD_PID=""
@@ -103,17 +104,8 @@ start_chat_server_build() {
   # setsid gives the build a session, and Linux's scheduler autogroup a group, of its own: a group shares the
   # cores equally with the tests' groups whatever its processes' nice, so the group itself is niced to 19
   # (without it the build took a whole core from the tests for its ~8 minutes).
-  # It starts before the package's own install (the ~100 s of `setup`): local_llm.py needs only the standard
-  # library and filelock, so it runs as a script (-P: its folder is not put on sys.path) from a venv that has
-  # just filelock so far.
-  if [ ! -x "$VENV/bin/python" ]; then
-    say "creating $VENV"
-    "$(python_bin)" -m venv "$VENV"
-  fi
-  "$VENV/bin/python" -c 'import filelock' 2>/dev/null ||
-    "$VENV/bin/python" -m pip install --disable-pip-version-check -q "filelock>=3.12"
   setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' build \
-    "$VENV/bin/python" -P "$REPO/src/embeddings/local_llm.py" install --cache-dir "$cache" >"$cache/install.log" 2>&1 &
+    "$VENV/bin/python" -m embeddings.local_llm install --cache-dir "$cache" >"$cache/install.log" 2>&1 &
   CHAT_BUILD_PID=$!
   trap stop_chat_server_build EXIT
 }
@@ -263,8 +255,8 @@ case "${1:-}" in
     # compiler is most of the work (a node's start 21 -> 13 CPU-seconds, a small workload 9.7 -> 5.6; the tests
     # are CPU-bound on two cores). ES_LOCAL_JAVA_OPTS= (empty) runs them as shipped.
     export ES_LOCAL_JAVA_OPTS="${ES_LOCAL_JAVA_OPTS--XX:TieredStopAtLevel=1}"
-    start_chat_server_build # (first: the package's install, the browser's and the lint leave it cores to use)
     setup
+    start_chat_server_build # (first: the browser's install and the lint leave it cores to use)
     ensure_browser
     status=0
     run_tests "$@" || status=$?
