@@ -12,7 +12,16 @@ from cachetools import LRUCache
 
 from ._errors import EmbeddingConfigError, InvalidEmbedding
 
-__all__ = ["BaseEmbedder", "Embedder", "Span", "Vector", "Windowed", "estimate_token_spans", "validate_vectors"]
+__all__ = [
+    "BaseEmbedder",
+    "Embedder",
+    "Span",
+    "Vector",
+    "Windowed",
+    "check_texts",
+    "estimate_token_spans",
+    "validate_vectors",
+]
 
 Vector = list[float]
 Kind = Literal["query", "document"]
@@ -22,6 +31,16 @@ _PIECE = re.compile(r"\w{1,4}|[^\w\s]")
 
 #: Distinct query texts remembered per embedder; a query vector is 384-1536 floats (~3-12 KB as a list).
 DEFAULT_QUERY_CACHE_SIZE = 1024
+
+
+def check_texts(texts: Sequence[str], name: str = "texts") -> None:
+    """Refuse what is not a sequence of strings — one string above all, which a loop would read as its
+    characters (each embedded, or scored, on its own) — with a ``TypeError`` naming ``name``."""
+    if isinstance(texts, str | bytes):
+        raise TypeError(f"{name} must be a sequence of strings, not one string: wrap it, [text]")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be strings: item {i} is {type(text).__name__}")
 
 
 @runtime_checkable
@@ -139,6 +158,7 @@ class BaseEmbedder(abc.ABC):
         """Embed one batch; return the provider's vectors (validated by the caller)."""
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        check_texts(texts)
         out: list[Vector] = []
         for start in range(0, len(texts), self.max_batch_size):
             batch = texts[start : start + self.max_batch_size]
@@ -147,6 +167,8 @@ class BaseEmbedder(abc.ABC):
         return out
 
     async def embed_query(self, text: str) -> Vector:
+        if not isinstance(text, str):
+            raise TypeError(f"the query must be a string, not {type(text).__name__}")
         if self._query_cache_enabled:
             cached = self._query_cache.get(text)  # the cache belongs to one model, so the text is the key
             if cached is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Embedder, Span, Vector, Windowed, estimate_token_spans
+from ._base import Embedder, Span, Vector, Windowed, check_texts, estimate_token_spans
 
 __all__ = ["CachedEmbedder"]
 
@@ -74,6 +74,7 @@ class CachedEmbedder:
         self._cache.set(key, np.asarray(vector, dtype=np.float32).tobytes())
 
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        check_texts(texts)
         keys = [self._key("document", t) for t in texts]
         out: list[Vector | None] = [self._get(k) for k in keys]
         missing = [i for i, v in enumerate(out) if v is None]
@@ -87,6 +88,8 @@ class CachedEmbedder:
         return [v for v in out if v is not None]
 
     async def embed_query(self, text: str) -> Vector:
+        if not isinstance(text, str):
+            raise TypeError(f"the query must be a string, not {type(text).__name__}")
         key = self._key("query", text)
         cached = self._get(key)
         if cached is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import BaseEmbedder, Kind, Vector
+from ._base import BaseEmbedder, Kind, Vector, check_texts
 from ._catalogue import LocalModel, find_model
 from ._errors import EmbeddingConfigError, InvalidEmbedding
 from ._fetch import ModelFiles, locate_model
@@ -236,6 +236,7 @@ class LocalEmbedder(BaseEmbedder):
     async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         """Tokenized together, sorted by length, embedded in padded-token batches on the worker threads, and
         returned in the order given."""
+        check_texts(texts)
         if not texts:
             return []
         model = await self._worker.model()

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
+from ._base import check_texts
 from ._errors import InvalidResponse
 
 __all__ = ["Reranker", "validate_scores"]
@@ -59,6 +60,5 @@ def validate_scores(pairs: Iterable[tuple[object, object]], *, count: int, offse
 
 
 def check_inputs(documents: Sequence[str]) -> None:
-    """Callers pass a list of strings; anything else is a programming error."""
-    if isinstance(documents, str) or not all(isinstance(d, str) for d in documents):
-        raise TypeError("documents must be a sequence of strings")
+    """Callers pass a list of strings; anything else is a programming error (``TypeError``)."""
+    check_texts(documents, "documents")

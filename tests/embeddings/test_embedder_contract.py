@@ -6,10 +6,11 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from embeddings import Embedder, EmbeddingConfigError, LocalEmbedder, OpenAIEmbedder
+from embeddings import CachedEmbedder, Embedder, EmbeddingConfigError, LocalEmbedder, OpenAIEmbedder
 
 
 @pytest.fixture(params=["local", "openai"])
@@ -53,6 +54,17 @@ async def test_batches_preserve_order_and_count(embedder: Embedder) -> None:
     for a, b in zip(together, one_by_one, strict=True):
         assert _cos(a, b) > 0.999
     assert await embedder.embed_documents([]) == []
+
+
+async def test_one_string_or_a_non_string_is_refused_not_read_as_characters(embedder: Embedder, tmp_path: Path) -> None:
+    for emb in (embedder, CachedEmbedder(embedder, tmp_path)):
+        with pytest.raises(TypeError, match=r"not one string: wrap it"):
+            await emb.embed_documents("one document")
+        with pytest.raises(TypeError, match="item 1 is int"):
+            await emb.embed_documents(["a document", 5])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match="the query must be a string"):
+            await emb.embed_query(["a query"])  # type: ignore[arg-type]
+    assert len(await embedder.embed_documents(["one document"])) == 1
 
 
 async def test_similar_texts_are_closer_than_unrelated_ones(embedder: Embedder) -> None:

@@ -46,6 +46,8 @@ async def test_http_reranker_returns_one_score_per_document_in_input_order(
     try:
         assert isinstance(reranker, Reranker)
         scores = await reranker.rerank(QUERY, DOCS)
+        with pytest.raises(TypeError, match="documents must be a sequence of strings, not one string"):
+            await reranker.rerank(QUERY, DOCS[0])
     finally:
         await reranker.aclose()
     assert scores == pytest.approx(bm25_scores(QUERY, DOCS))

@@ -14,6 +14,7 @@ from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
 from storage import Document, IngestInterrupted, SearchClient, SearchSettings
+from storage.fusion import FusionSetting
 
 
 def _docs(n: int, prefix: str = "d") -> Iterator[Document]:
@@ -181,3 +182,25 @@ async def test_bulk_requests_over_a_mebibyte_are_written_with_no_warning_even_un
         assert await client.documents.count() == 400
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert any("long body words" in r.getMessage() for r in caplog.records)  # the large body was logged
+
+
+async def test_a_fusion_stored_while_bulk_loads_begin_and_end_is_kept_and_one_load_holds_the_index(
+    small: SearchClient, es: AsyncElasticsearch
+) -> None:
+    # Elasticsearch replaces an index's _meta as a whole: every writer reads, edits and puts it. Stored fusion
+    # settings, the bulk loads' records and their removal, all at once, lose nothing and leave no record.
+    index = await _write_index(es, small.index)
+    setting = FusionSetting(k=17, bm25_weight=2.0)
+    stored, *reports = await asyncio.gather(
+        small.indices.store_fusion(setting, by="the race test"),
+        *(small.index_documents(_docs(50, f"l{n}-")) for n in range(3)),  # (initial loads: bulk loads, unmerged)
+    )
+    assert stored == index
+    assert all(r.ok for r in reports)
+    assert sum(r.bulk_load for r in reports) == 1  # one load held the index; the others wrote as usual
+    meta = await _meta(es, index)
+    assert meta["fusion"] == setting.to_meta() | {"tuned": {"by": "the race test"}}
+    assert "bulk_load" not in meta
+    assert "embedding" in meta  # (the model's record kept too)
+    assert await _refresh_interval(es, index) == "1s"
+    assert await small.documents.count() == 150

@@ -116,6 +116,14 @@ async def test_a_limit_beyond_the_window_widens_it_and_a_wrong_type_is_a_typed_e
             await client.search("revenue", **bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidQuery, match=r"beyond the fusion window \(50\)"):  # a window the call chose is kept
         await client.search("revenue", limit=60, window=50)
+    with pytest.raises(InvalidQuery, match=r"10001 is more than one search fuses \(10000\): walk the results"):
+        await client.search("revenue", limit=10, offset=9991)  # (no window= could hold it: none is suggested)
+
+
+async def _written(es: AsyncElasticsearch, index: str) -> int:
+    """Documents ``index`` holds, searchable (0 before it exists or while its shard starts)."""
+    resp = await es.options(ignore_status=(404, 503), retry_on_status=()).count(index=index)
+    return int(resp.body.get("count", 0)) if resp.meta.status == 200 else 0
 
 
 def test_a_folder_of_files_is_read_by_kind_with_titles_sources_and_types(
@@ -208,10 +216,10 @@ async def test_a_server_lost_mid_ingest_says_what_was_written_and_that_running_a
         proc = await asyncio.create_subprocess_exec(
             EXE, "ingest", str(corpus), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
-        # Until a few batches are written (however long the command takes to start on busy cores), then the
-        # server is gone. (A guard of 8 s cut it off before its first write once, with the other worker busy.)
+        # Until a batch is written and searchable (however long the command takes to start on busy cores; the
+        # load refreshes after its first bulk request), then the server is gone.
         for _ in range(6000):  # (at most 120 s)
-            if proxy.requests >= 12 or proc.returncode is not None:
+            if await _written(es, settings.index) or proc.returncode is not None:
                 break
             await asyncio.sleep(0.02)
         seen = proxy.requests

@@ -34,6 +34,7 @@ from typing import Any
 
 from .._errors import SearchError
 from .._transport.backend import Backend
+from .meta import change_meta, set_meta
 
 __all__ = ["BulkLoad", "begin_bulk_load", "end_bulk_load", "end_unfinished", "ever_written", "unfinished_bulk_load"]
 
@@ -131,20 +132,20 @@ async def end_unfinished(b: Backend, index: str, info: dict[str, Any]) -> bool:
 async def begin_bulk_load(b: Backend, index: str, info: dict[str, Any]) -> BulkLoad | None:
     """Start a bulk load on ``index`` (``info``: its get-index entry); None when another one runs on it (its
     record is there): this load then writes as usual and leaves the settings to that one."""
-    if unfinished_bulk_load(info) is not None:
+    restore = info.get("settings", {}).get("index", {}).get("refresh_interval")
+    record = {"refresh_interval": restore, "started": datetime.now(UTC).isoformat()}
+
+    def claim(meta: dict[str, Any]) -> dict[str, Any] | None:  # (the record read afresh: a test-and-set)
+        return None if isinstance(meta.get(_META_KEY), dict) else meta | {_META_KEY: record}
+
+    if unfinished_bulk_load(info) is not None or await change_meta(b, index, claim) is None:
         b.events.emit(30, "a bulk load runs on this index already", "index.bulk_load", {"index.name": index})
         return None
-    settings = info.get("settings", {}).get("index", {})
-    restore = settings.get("refresh_interval")
-    meta = dict(info.get("mappings", {}).get("_meta", {}))
-    meta[_META_KEY] = {"refresh_interval": restore, "started": datetime.now(UTC).isoformat()}
-    await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
     try:
         await b.es_call(lambda: b.es.indices.put_settings(index=index, settings={"index": {"refresh_interval": "-1"}}))
     except SearchError:  # (no record left behind for a load that never started)
-        meta.pop(_META_KEY)
         with contextlib.suppress(SearchError):
-            await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
+            await set_meta(b, index, {}, drop=(_META_KEY,))
         raise
     b.events.emit(20, "bulk load started", "index.bulk_load", {"index.name": index, "index.refresh_restore": restore})
     return BulkLoad(index, restore)
@@ -158,10 +159,7 @@ async def end_bulk_load(b: Backend, load: BulkLoad, *, merge: bool = True) -> No
     await b.es_call(
         lambda: b.es.indices.put_settings(index=index, settings={"index": {"refresh_interval": load.restore}})
     )
-    mapping = await b.es_call(lambda: b.es.indices.get_mapping(index=index))
-    meta = dict(next(iter(mapping.body.values()))["mappings"].get("_meta", {}))
-    meta.pop(_META_KEY, None)
-    await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
+    await set_meta(b, index, {}, drop=(_META_KEY,))
     await b.es_call(lambda: b.es.indices.refresh(index=index))
     merge = merge and await _several_segments(b, index)  # (a lone segment: no merge would rewrite it)
     if merge:

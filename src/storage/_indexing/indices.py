@@ -42,6 +42,7 @@ from .._transport.translate import error_reason, error_type, incompatible_server
 from .._types.models import FailedDocument
 from .bulk_load import unfinished_bulk_load
 from .changes import held_while_blocked
+from .meta import set_meta
 
 __all__ = ["IndexManager"]
 
@@ -147,7 +148,7 @@ class IndexManager:
         if not current:
             raise IndexNotFound.named(self.alias)
         index = write_index_of(self.alias, current)
-        await self.update_meta(index, {"fusion": dict(fusion)})
+        await set_meta(self._b, index, {"fusion": dict(fusion)})
         self._b.metadata.forget(self.alias)
         return index
 
@@ -163,16 +164,6 @@ class IndexManager:
     async def aliased(self) -> dict[str, Any] | None:
         """The indices the alias points at (name -> settings, mappings, aliases), or None without the alias."""
         return await self._get_index(self.alias)
-
-    async def update_meta(self, index: str, updates: Mapping[str, Any]) -> None:
-        """Set top-level ``_meta`` keys of one index (the others are kept: Elasticsearch replaces ``_meta``
-        as a whole)."""
-        b = self._b
-        resp = await b.es_call(lambda: b.es.indices.get_mapping(index=index))
-        current = dict(next(iter(resp.body.values()))["mappings"].get("_meta", {}))
-        meta = {**current, **updates}
-        await b.es_call(lambda: b.es.indices.put_mapping(index=index, meta=meta))
-        b.metadata.forget_embedding(index)
 
     async def promote_index(self, name: str, *, delete_old: bool = False) -> None:
         b = self._b

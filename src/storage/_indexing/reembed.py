@@ -54,6 +54,7 @@ from .changes import Checkpoint, block_writes, changed_since, checkpoint, unbloc
 from .indices import IndexManager
 from .ingest import Ingester
 from .intake import Outcomes, Record
+from .meta import change_meta, set_meta
 
 __all__ = ["Reembedder"]
 
@@ -178,9 +179,8 @@ class Reembedder:
             documents, written = await self._count(source), await self._count(target)
             reason = _kept_because(run, documents, written)
             if reason is None:
-                await self._indices.update_meta(
-                    target, {"reembed": {"state": "complete", "source": source, "model_id": emb.model_id}}
-                )
+                done = {"state": "complete", "source": source, "model_id": emb.model_id}
+                await set_meta(b, target, {"reembed": done})
                 await self._indices.promote_index(target, delete_old=delete_old)
                 deleted = delete_old
             else:
@@ -269,9 +269,11 @@ class Reembedder:
 
     async def _mark(self, target: str, state: str) -> None:
         """Set the target's ``_meta.reembed.state`` (its other reembed keys kept)."""
-        resp = await self._b.es_call(lambda: self._b.es.indices.get_mapping(index=target))
-        meta = next(iter(resp.body.values()))["mappings"].get("_meta", {})
-        await self._indices.update_meta(target, {"reembed": {**meta.get("reembed", {}), "state": state}})
+
+        def edit(meta: dict[str, Any]) -> dict[str, Any]:
+            return meta | {"reembed": {**meta.get("reembed", {}), "state": state}}
+
+        await change_meta(self._b, target, edit)
 
     async def _target(
         self, source: str, emb: Embedder, mappings: dict[str, Any], *, restart: bool

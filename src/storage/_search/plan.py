@@ -183,7 +183,12 @@ def plan_search(
     if r.offset + r.limit > win:
         # More results than the window holds: a window the call chose is kept (and refused); otherwise the
         # window grows to fit, for this call only (each leg then reads offset + limit candidates).
-        if r.window is not None or r.offset + r.limit > 10_000:
+        if r.offset + r.limit > 10_000:
+            raise InvalidQuery(
+                f"offset + limit = {r.offset + r.limit} is more than one search fuses (10000): walk the results "
+                "with search_page()"
+            )
+        if r.window is not None:
             raise InvalidQuery(
                 f"offset + limit = {r.offset + r.limit} is beyond the fusion window ({win}); pass a larger "
                 "window= (up to 10000) or walk the results with search_page()"

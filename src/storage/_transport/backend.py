@@ -87,6 +87,8 @@ class Backend:
         #: The node URLs the client talks to, for the messages of errors about reaching them.
         self.where = ", ".join(str(n.base_url) for n in es.transport.node_pool.all()) or None
         self.metadata = IndexMetadata(es, self.check_open, assume_passages=self.writes_passages)
+        #: Held while this client changes an index's ``_meta`` (``_indexing/meta.py``): one change at a time.
+        self.meta_writes = asyncio.Lock()
 
     def passage_setting(self, embedder: Embedder | None = None) -> PassageSetting | None:
         """How a new index for ``embedder`` (default the client's) cuts long documents: the settings', when the
