@@ -105,7 +105,9 @@ class Document(BaseModel):
     source: str | None = None
     tenant_id: str | None = None
     published_at: datetime | date | None = None
-    #: Free keyword metadata, searchable as filters ``metadata.<key>``.
+    #: Free keyword metadata, searchable as filters ``metadata.<key>``. Each distinct key is three fields of the
+    #: index's mapping (about 320 keys fit Elasticsearch's default 1,000-field limit): what is never filtered on
+    #: belongs in ``payload``.
     metadata: dict[str, str | list[str]] = Field(default_factory=dict)
     #: Any JSON object, stored and returned exactly as given, never searched (a framework's own metadata:
     #: ``storage.integrations``). None: none.
