@@ -20,6 +20,7 @@ import cProfile
 import io
 import pstats
 import resource
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -153,6 +154,51 @@ async def canned(
     await fake.close()
 
 
+async def critical_path(
+    client: SearchClient,
+    es: AsyncElasticsearch,
+    queries: list[str],
+    vectors: dict[str, Vector],
+    args: argparse.Namespace,
+    *,
+    k: int,
+    candidates: int,
+    rounds: int = 3,
+) -> None:
+    """One caller, paired query by query (ours then raw two-phase, the order alternating): the wall time of a
+    search, of its slower leg and of its fetch (each as the client measures it), and the rest — the client's
+    own time on the critical path."""
+    walls: dict[str, list[float]] = {"ours": [], "raw": []}
+    legs: dict[str, list[float]] = {"ours": [], "raw": []}
+    fetches: dict[str, list[float]] = {"ours": [], "raw": []}
+    for turn in range(rounds):
+        for i, q in enumerate(queries):
+            for who in ("ours", "raw") if (i + turn) % 2 == 0 else ("raw", "ours"):
+                t0 = time.perf_counter()
+                if who == "ours":
+                    res = await client.search(q, limit=10, highlight=args.highlight)
+                    slower, fetch = max(leg.latency_ms for leg in res.legs.values()), res.fetch_ms or 0.0
+                else:
+                    timings: dict[str, float] = {}
+                    await two_phase(
+                        es, "bench-profile", q, vectors[q], window=args.window, candidates=candidates, k=k,
+                        highlight=args.highlight, timings=timings,
+                    )  # fmt: skip
+                    slower, fetch = max(timings["bm25"], timings["knn"]), timings["fetch"]
+                walls[who].append((time.perf_counter() - t0) * 1000)
+                legs[who].append(slower)
+                fetches[who].append(fetch)
+    med = statistics.median
+    print(f"critical path at one caller, paired query by query ({rounds} x {len(queries)} searches each; medians, ms):")
+    for who in ("ours", "raw"):
+        rest = [w - s - f for w, s, f in zip(walls[who], legs[who], fetches[who], strict=True)]
+        print(
+            f"  {who:<5} wall {med(walls[who]):6.2f}   slower leg {med(legs[who]):6.2f}   fetch"
+            f" {med(fetches[who]):5.2f}   the client's own {med(rest):5.2f}"
+        )
+    print(f"  ours / raw (wall, median): {med(walls['raw']) / med(walls['ours']):.3f}")
+
+
 async def run(url: str, args: argparse.Namespace) -> None:
     data = load_beir(args.beir)
     docs = data.documents[: args.docs]
@@ -214,6 +260,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         ref = figures["raw, two phases (our requests)"]
         raw_cpu = ref["user"] + ref["sys"]
         print(f"  ours - raw (same requests): {ours_cpu - raw_cpu:+.2f} ms of client CPU per search")
+        await critical_path(client, es, queries, vectors, args, k=k, candidates=cands)
         await canned(es, queries, vectors, by_clean, settings, args)
         if args.throughput:
             print(f"throughput, queries/s at 1 / 8 / 32 callers ({args.throughput:g} s each, interleaved rounds):")

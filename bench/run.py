@@ -297,6 +297,7 @@ async def main_async(url: str, data: BeirDataset, quick: bool) -> dict[str, Any]
             runs=1 if quick else 2,
             seconds=0.6 if quick else 24.0,
             warmup=40 if quick else 900,
+            rounds=6 if quick else 24,
         )
         print(json.dumps(guarded["ours_over_raw"]), flush=True)
         # Beside the guard: the peers (the raw one-phase shape, Haystack's retriever), one run.
