@@ -67,7 +67,8 @@ class Indices:
 
     async def promote(self, name: str, *, delete_old: bool = False) -> None:
         """Point the alias at ``name`` (atomically) and make it the write index; ``delete_old``: then delete the
-        versions it pointed at."""
+        versions it pointed at. ``name`` must be one of the alias's versions (``<alias>-NNNNNN``, as
+        :meth:`create_version` names them): any other index is an :class:`InvalidQuery`, and nothing moves."""
         await self._m.promote_index(name, delete_old=delete_old)
 
     async def delete(self) -> None:

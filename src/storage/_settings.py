@@ -66,7 +66,7 @@ class SearchSettings(BaseSettings):
     #: ``storage._dsl.mapping.DEFINED_ANALYZERS``), ``english`` (the same without folding: the analysis-common
     #: module's built-in analyzer), ``standard`` (no stemming, built into every distribution), or any
     #: analyzer the server has (``french``, ``simple``...). Existing indices keep theirs: ``reembed()`` (or
-    #: create_index_version() / promote_index()) moves an index to the configured one.
+    #: ``indices.create_version()`` / ``indices.promote()``) moves an index to the configured one.
     analyzer: str = Field(default="english_folded", min_length=1)
     #: Each leg's budget in a hybrid search; a leg over it is dropped (degraded result), not awaited.
     leg_timeout_s: float = Field(default=5.0, gt=0)

@@ -14,7 +14,15 @@ import pytest
 from elasticsearch import AsyncElasticsearch
 
 from embeddings import HashingEmbedder
-from storage import AnalyzerUnavailable, Document, IncompatibleServer, SearchClient, SearchSettings
+from storage import (
+    AnalyzerUnavailable,
+    ConfigurationError,
+    Document,
+    IncompatibleServer,
+    InvalidQuery,
+    SearchClient,
+    SearchSettings,
+)
 from storage._transport.translate import map_es_error
 from storage.local_es import VERSION_8, LocalElasticsearch
 
@@ -96,6 +104,33 @@ async def test_an_existing_index_keeps_its_analyzer_until_a_new_version_is_promo
         await c.index_documents(DOCS, index=new, refresh=True)
         await c.indices.promote(new, delete_old=True)
         assert [h.id for h in (await c.search("run", mode="bm25")).hits] == ["a"]
+
+
+async def test_only_a_version_of_the_alias_is_promoted_and_a_lost_alias_is_named(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    other = settings.model_copy(update={"index": f"{settings.index}-another"})
+    foreign = f"{settings.index}-plain"
+    async with _client(settings) as c, _client(other) as o:
+        mine = await c.ensure_index()
+        theirs = await o.ensure_index()
+        await c.index_documents(DOCS, refresh=True)
+        await es.indices.create(index=foreign)
+        try:
+            # Another alias's version, a plain index, a name that only looks like a version: refused before
+            # anything moves (the alias pointed at another collection, and delete_old deleted this one's).
+            for name in (theirs, foreign, f"{mine}0", f"x{mine}"):
+                with pytest.raises(InvalidQuery, match=f"not a version of the alias '{settings.index}'"):
+                    await c.indices.promote(name, delete_old=True)
+            assert list((await es.indices.get_alias(name=settings.index)).body) == [mine]
+            assert await c.documents.count() == len(DOCS)
+            # The alias removed by hand: ensure_index() says so and how to put it back (was "vanished").
+            await es.indices.delete_alias(index=mine, name=settings.index)
+            with pytest.raises(ConfigurationError, match=r"exists but the alias .* does not point at it"):
+                await c.ensure_index()
+        finally:
+            await es.options(ignore_status=404).indices.delete(index=f"{foreign},{mine}")
+            await o.indices.delete()
 
 
 @pytest.mark.smoke

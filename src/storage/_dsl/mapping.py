@@ -25,6 +25,7 @@ __all__ = [
     "carried_settings",
     "index_body",
     "index_meta",
+    "is_version_of",
     "next_index_name",
     "stored_passages",
     "valid_target",
@@ -142,8 +143,17 @@ def versioned_index_name(alias: str, version: int) -> str:
     return f"{alias}-{version:0{INDEX_VERSION_WIDTH}d}"
 
 
+def _version_pattern(alias: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(alias)}-(\d{{{INDEX_VERSION_WIDTH}}})$")
+
+
+def is_version_of(alias: str, name: str) -> bool:
+    """Whether ``name`` is a versioned index of ``alias`` (``<alias>-NNNNNN``)."""
+    return _version_pattern(alias).match(name) is not None
+
+
 def next_index_name(alias: str, existing: list[str]) -> str:
-    pattern = re.compile(rf"^{re.escape(alias)}-(\d{{{INDEX_VERSION_WIDTH}}})$")
+    pattern = _version_pattern(alias)
     versions = [int(m.group(1)) for name in existing if (m := pattern.match(name))]
     return versioned_index_name(alias, max(versions, default=0) + 1)
 

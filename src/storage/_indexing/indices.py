@@ -16,6 +16,7 @@ from .._dsl.mapping import (
     PAYLOAD,
     carried_settings,
     index_body,
+    is_version_of,
     next_index_name,
     stored_passages,
     vector_index_for,
@@ -33,6 +34,7 @@ from .._errors import (
     DocumentsNotIndexed,
     IncompatibleServer,
     IndexNotFound,
+    InvalidQuery,
     ModelMismatch,
     PassagesMismatch,
 )
@@ -83,8 +85,14 @@ class IndexManager:
         if existing is None:
             self.written.discard(alias)
             name = versioned_index_name(alias, 1)
-            await self._create(name, aliases={alias: {"is_write_index": True}})
+            made = await self._create(name, aliases={alias: {"is_write_index": True}})
             existing = await self._get_index(alias)
+            if existing is None and not made:  # the first version is there, but not the alias
+                raise ConfigurationError(
+                    f"index {name} exists but the alias {alias!r} does not point at it (removed by hand?): point it "
+                    f'there (POST _aliases {{"actions": [{{"add": {{"index": "{name}", "alias": "{alias}", '
+                    '"is_write_index": true}}]}) or delete the index'
+                )
             if existing is None:  # pragma: no cover - deleted between our calls
                 raise IndexNotFound(f"index {name} vanished right after creation")
         write_index = self._check_existing(alias, existing)
@@ -169,6 +177,12 @@ class IndexManager:
         b = self._b
         b.check_open()
         alias = self.alias
+        if not isinstance(name, str) or not is_version_of(alias, name):
+            # (another index would put other documents behind the alias, and delete_old would delete its own)
+            raise InvalidQuery(
+                f"{name!r} is not a version of the alias {alias!r}: its versions are named {alias}-NNNNNN "
+                "(client.indices.create_version() makes the next one)"
+            )
         current = await self._get_index(alias)
         actions: list[dict[str, Any]] = [{"add": {"index": name, "alias": alias, "is_write_index": True}}]
         old = [n for n in (current or {}) if n != name]
