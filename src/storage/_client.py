@@ -246,18 +246,18 @@ class SearchClient:
         overwrite: bool = True,
         bulk_load: bool | None = None,
     ) -> IndexReport:
-        """Embed and bulk-index ``documents`` (``Document`` objects or mappings of its fields; any iterable, read
-        as it is written, with flat memory). Every unique id read ends up in exactly one of ``report.indexed`` /
+        """Embed and bulk-index ``documents`` (``Document`` objects or mappings of its fields; any iterable, read as
+        it is written, with flat memory). Every unique id read ends up in exactly one of ``report.indexed`` /
         ``report.failed`` (never indexed without its vectors); an input that raises part-way ends it with
-        :class:`IngestInterrupted`, whose ``.report`` accounts for every document read. An invalid document
-        (neither title nor text, a bad field, another tenant's) is failed with reason ``invalid_document`` and its
-        ``position``; ``on_invalid="raise"`` raises :class:`InvalidDocument` for the first one and sends nothing
-        (so it reads the whole input first). ``refresh``: searchable on return;
-        ``index``: another index or alias than the client's; ``tenant_id``: stamp every document (one of
-        another tenant is refused); ``overwrite=False``: only ids the index does not hold (Elasticsearch's
-        ``create``, atomic; the others fail with reason ``exists``); ``progress``: an :class:`IndexProgress`
-        as it goes; ``bulk_load``: refresh off while writing, then restored (True, then merged; by default for
-        an index never written to, merged from 10,000 documents; False: never).
+        :class:`IngestInterrupted`, whose ``.report`` accounts for every document read. An invalid document (neither
+        title nor text, a bad field, another tenant's) is failed with reason ``invalid_document`` and its ``position``;
+        ``on_invalid="raise"`` raises :class:`InvalidDocument` for the first one and sends nothing (so it reads the
+        whole input first). ``refresh``: searchable on return; ``index``: another index or alias this library made (a
+        version from ``indices.create_version()``); ``tenant_id``: stamp every document (one of another tenant is
+        refused); ``overwrite=False``: only ids the index does not hold (Elasticsearch's ``create``, atomic; the others
+        fail with reason ``exists``); ``progress``: an :class:`IndexProgress` as it goes; ``bulk_load``: refresh off
+        while writing, then restored (True, then merged; by default for an index never written to, merged from 10,000
+        documents; False: never).
         """
         return await self._ingester.index_documents(_request(IngestRequest, locals()))
 

@@ -19,6 +19,7 @@ from storage import (
     ConfigurationError,
     Document,
     IncompatibleServer,
+    IndexNotFound,
     InvalidQuery,
     SearchClient,
     SearchSettings,
@@ -131,6 +132,26 @@ async def test_only_a_version_of_the_alias_is_promoted_and_a_lost_alias_is_named
         finally:
             await es.options(ignore_status=404).indices.delete(index=f"{foreign},{mine}")
             await o.indices.delete()
+
+
+async def test_a_write_to_an_index_this_library_did_not_make_or_to_none_is_refused_and_creates_nothing(
+    settings: SearchSettings, es: AsyncElasticsearch
+) -> None:
+    plain, missing = f"{settings.index}-plain", f"{settings.index}-missing"
+    async with _client(settings) as c:
+        await c.ensure_index()
+        await es.indices.create(index=plain)
+        try:
+            # Both were "indexed": Elasticsearch created the missing index and mapped the vectors as floats.
+            with pytest.raises(ConfigurationError, match="not made by this library"):
+                await c.index_documents(DOCS, index=plain)
+            with pytest.raises(IndexNotFound, match="does not exist"):
+                await c.index_documents(DOCS, index=missing)
+            assert (await es.indices.get_mapping(index=plain)).body[plain]["mappings"] == {}  # untouched
+            assert not (await es.indices.exists(index=missing)).body
+            assert (await c.index_documents(DOCS, index=await c.indices.create_version())).ok  # a version: written
+        finally:
+            await es.options(ignore_status=404).indices.delete(index=f"{plain},{missing}")
 
 
 @pytest.mark.smoke

@@ -43,6 +43,7 @@ from .intake import (
     too_many_passages,
     transport_failure,
 )
+from .meta import require_recorded
 
 __all__ = ["Ingester", "Record"]
 _INDEXING_CONCURRENCY_QUEUE = 2  # embedded batches waiting for bulk: bounds memory, keeps both busy
@@ -74,6 +75,8 @@ class Ingester:
         )
         if self._indices.checked_index is None and index is None:
             await self._indices.ensure_index()
+        if (await b.metadata.read_target(target)).model_id is None:  # (not ours, or a failed look: strictly)
+            await require_recorded(b, target)  # (before a bulk load would touch its settings)
         outcomes = Outcomes()
         load = await self._bulk_load(target, request.bulk_load)
         try:
