@@ -359,7 +359,7 @@ class SearchClient:
             if filters is not None and not isinstance(filters, Mapping):
                 raise InvalidQuery("pass ticker inside filters when filters is a list of Filter objects")
             merged = {**(filters or {}), "ticker": ticker}
-        index = indices if isinstance(indices, str) or indices is None else ",".join(indices)
+        index = (indices if isinstance(indices, str) or indices is None else ",".join(indices)) or None  # ([], "")
         return await self.search(query, mode=search_type, filters=merged, limit=limit, index=index, tenant_id=tenant_id)
 
     async def answer(

@@ -339,6 +339,22 @@ async def test_ids_given_as_one_string_or_empty_are_refused_by_name_and_nothing_
     assert client.breakers["elasticsearch"].failures == 0
 
 
+async def test_an_empty_index_name_is_refused_not_read_as_the_clients_alias(client: SearchClient) -> None:
+    # index="" (an unset variable's value) searched, and wrote to, the client's own alias.
+    await client.ensure_index()
+    await client.index_documents([Document(id="kept", text="quarterly revenue")], refresh=True)
+    calls = [
+        lambda: client.search("revenue", index=""),
+        lambda: client.search_page("revenue", index=" "),
+        lambda: client.index_documents([Document(id="stray", text="x")], index=""),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidQuery, match="index must name an index or alias"):
+            await call()
+    assert await client.documents.exist(["kept", "stray"]) == {"kept"}
+    assert (await client.search_tool("revenue", "hybrid", [])).ids == ["kept"]  # (the seed shape: [] is "none")
+
+
 async def test_a_document_another_program_wrote_with_a_lone_surrogate_is_found_and_shown_in_every_mode(
     client: SearchClient, es: AsyncElasticsearch
 ) -> None:

@@ -112,7 +112,10 @@ _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9_.\-]{0,254}$")
 
 
 def valid_target(index: str) -> str:
-    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters."""
+    """Explicit names only (comma-separated): no wildcards, ``_all``, exclusions or remote clusters; never empty
+    (``None`` is the client's own alias: an empty name, an unset variable's, is not read as it)."""
+    if not isinstance(index, str) or not index.strip():
+        raise InvalidQuery(f"index must name an index or alias (None: the client's own), got {index!r}")
     names = index.split(",")
     bad = [n for n in names if not _INDEX_NAME.match(n)]
     if bad:

@@ -66,7 +66,7 @@ class Ingester:
             require(tenant_id, "index_documents", multi_tenant=b.settings.multi_tenant)
         if index is not None and "," in index:
             raise InvalidQuery("index_documents writes to one index or alias")
-        target = valid_target(index) if index else b.settings.index
+        target = valid_target(index) if index is not None else b.settings.index
         intake = Intake(
             request.documents,
             tenant_id=tenant_id,

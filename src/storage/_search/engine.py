@@ -76,7 +76,7 @@ class Engine:
         """Stage 1: the request validated against the settings and the fusion stored with its target."""
         b = self._b
         # The target is checked before anything is sent for it (its mapping is looked up next).
-        target = await b.metadata.target(valid_target(request.index) if request.index else b.settings.index)
+        target = await b.metadata.target(valid_target(request.index) if request.index is not None else b.settings.index)
         stored = target.fusion
         below = self._below.get(stored) or self.below_call(stored)
         plan = plan_search(

@@ -225,7 +225,7 @@ def plan_search(
         legs=legs,
         scope=scope.plus(syntax_clauses) if syntax_clauses else scope,
         tenant_id=scope.tenant_id,
-        target=valid_target(r.index) if r.index else s.index,
+        target=valid_target(r.index) if r.index is not None else s.index,
         method=method,
         k=k,
         weights={leg: leg_weights[leg] for leg in legs},
