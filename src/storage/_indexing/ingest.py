@@ -76,7 +76,7 @@ class Ingester:
         if self._indices.checked_index is None and index is None:
             await self._indices.ensure_index()
         if (await b.metadata.read_target(target)).model_id is None:  # (not ours, or a failed look: strictly)
-            await require_recorded(b, target)  # (before a bulk load would touch its settings)
+            require_recorded(*await self._indices.write_index_info(target))  # (missing: IndexNotFound)
         outcomes = Outcomes()
         load = await self._bulk_load(target, request.bulk_load)
         try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._dsl.mapping import index_meta, write_index_of
-from .._errors import ConfigurationError, IndexNotFound
+from .._dsl.mapping import index_meta
+from .._errors import ConfigurationError
 from .._transport.backend import Backend
 
 __all__ = ["change_meta", "require_recorded", "set_meta"]
@@ -49,18 +49,11 @@ async def set_meta(b: Backend, index: str, updates: Mapping[str, Any], drop: tup
     await change_meta(b, index, edit)
 
 
-async def require_recorded(b: Backend, target: str) -> None:
-    """Refuse a write to ``target`` unless the index it writes to records its model (``_meta.embedding``: an
-    index this library made). A write would otherwise create a missing index, or add to any other, with the
+def require_recorded(name: str, info: Mapping[str, Any]) -> None:
+    """Refuse a write to the index ``name`` (``info``: its get-index entry) unless it records its model
+    (``_meta.embedding``: an index this library made). A write would otherwise add to any other index with the
     fields Elasticsearch guesses: the vectors as an array of floats no kNN search reads, reported indexed."""
-    resp = await b.es_call(lambda: b.es.options(ignore_status=404).indices.get(index=target))
-    if resp.meta.status == 404 or not resp.body:
-        raise IndexNotFound(
-            f"index {target} does not exist: a write goes to the client's alias (ensure_index() creates it) or to "
-            "a version from client.indices.create_version(), and creates nothing"
-        )
-    name = write_index_of(target, resp.body)
-    if not isinstance(index_meta(resp.body, name).get("embedding"), Mapping):
+    if not isinstance(index_meta({name: info}, name).get("embedding"), Mapping):
         raise ConfigurationError(
             f"index {name} was not made by this library (its mapping records no embedding model): writing to it "
             "would leave Elasticsearch to guess its fields. Write to the client's alias, or to a version from "
