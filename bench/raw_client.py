@@ -5,7 +5,8 @@ elasticsearch-py (vectors precomputed, RRF inline, no resilience, no logging, no
   its highlights), fused, the first ``limit`` kept.
 - :func:`two_phase` sends exactly our requests: ids-only legs, then one fetch of the page's documents (and
   highlights) — the same bodies as :class:`storage.SearchClient`, written out here by hand (as a user of
-  elasticsearch-py would), so the difference is the client alone.
+  elasticsearch-py would), so the difference is the client alone. (In the order a user writes them, BM25
+  first; ours starts the kNN leg first, the longer path.)
 - :func:`typed_response` adds one thing to :func:`two_phase`'s result: the :class:`storage.SearchResponse`
   our client returns, validated once (no provenance, resilience, logging or tracing) — the least any client
   that returns a typed response pays, for the overhead table.

@@ -4,6 +4,9 @@ never searched. Against the real Elasticsearch."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -96,3 +99,48 @@ async def test_llama_index_searches_a_query_embedding_alone_when_its_embed_model
     finally:
         await store.aclose()
         await ours.aclose()
+
+
+class _GatedEmbedder(HashingEmbedder):
+    """Embeds a query only once ``released`` is set (a slow model: what the BM25 leg must not wait for)."""
+
+    def __init__(self, released: asyncio.Event, sent: list[str]) -> None:
+        super().__init__(dimensions=64)
+        self._released, self._sent = released, sent
+
+    async def embed_query(self, text: str) -> list[float]:
+        self._sent.append("embedding")
+        async with asyncio.timeout(10):  # (never reached: the BM25 request releases it)
+            await self._released.wait()
+        return await super().embed_query(text)
+
+
+async def test_the_knn_leg_starts_first_and_the_bm25_request_is_sent_while_the_query_is_embedded(
+    settings: SearchSettings,
+) -> None:
+    released, sent = asyncio.Event(), []
+    async with SearchClient.from_settings(settings, embedder=_GatedEmbedder(released, sent)) as client:
+        await client.index_documents([Document(id=i, text=t) for i, t in TEXTS.items()], refresh=True)
+        transport = client.elasticsearch.transport  # (shared by every options() copy of the client)
+        perform = transport.perform_request
+
+        async def recording(method: str, target: str, **kwargs: Any) -> Any:
+            body = kwargs.get("body") or {}
+            if target.endswith("/_search"):
+                leg = "knn" if "knn" in body else "fetch" if "ids" in str(body.get("query")) else "bm25"
+                sent.append(leg)
+                if leg == "bm25":
+                    released.set()  # the embedder answers only once the BM25 request has gone out
+            return await perform(method, target, **kwargs)
+
+        transport.perform_request = recording  # type: ignore[method-assign]
+        response = await client.search("kiln temperature", limit=2)
+        assert sent == ["embedding", "bm25", "knn", "fetch"]  # BM25 on the wire while the query was embedded
+        assert not response.degraded
+        assert response.hits[0].id == "kiln"
+
+        sent.clear()  # a vector at hand: the kNN leg (the longer path) is the first request out
+        vector = await HashingEmbedder(dimensions=64).embed_query("kiln temperature")
+        response = await client.search("kiln temperature", query_vector=vector, limit=2)
+        assert sent == ["knn", "bm25", "fetch"]
+        assert list(response.legs) == ["bm25", "knn"]  # (reported in the usual order)

@@ -1,10 +1,10 @@
 """Stage 2, **retrieve**: a :class:`Plan` in, each leg's :class:`LegOutcome` out.
 
-The legs run concurrently (``parallel``: the BM25 request is on the wire while the query is embedded) or
-in one ``_msearch`` after the embedding. Each leg has its own budget (``leg_timeout_s``); a failed or late
-leg becomes data (``outcome.error``), so the other leg's hits survive it. Zero-result recovery (opt-in)
-retries an empty BM25 leg with fuzzy matching. A plan on a point-in-time (a walk's page) runs its legs
-there, in a total order (``search_after`` can continue them).
+The legs run concurrently (``parallel``: the kNN leg starts first, and the BM25 request is on the wire while
+the query is embedded) or in one ``_msearch`` after the embedding. Each leg has its own budget
+(``leg_timeout_s``); a failed or late leg becomes data (``outcome.error``), so the other leg's hits survive
+it. Zero-result recovery (opt-in) retries an empty BM25 leg with fuzzy matching. A plan on a point-in-time
+(a walk's page) runs its legs there, in a total order (``search_after`` can continue them).
 """
 
 from __future__ import annotations
@@ -89,16 +89,20 @@ class Retriever:
         return outcome
 
     async def _legs_parallel(self, plan: Plan, shared: asyncio.Future[Vector | None] | None) -> dict[str, LegOutcome]:
+        """The kNN leg starts first: its path is the longer (the embedder, then Elasticsearch), and the BM25
+        request goes on the wire as soon as it waits on either. (Started second, the kNN request left 0.4 ms
+        later, on the critical path: the slower leg in two searches of three, even with its vector at hand.)"""
         coros: list[Awaitable[LegOutcome]] = []
+        if "knn" in plan.legs:
+            knn = LegOutcome("knn")
+            coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope, shared)))
         if "bm25" in plan.legs:
             body = bm25_body(plan)
             bm25 = LegOutcome("bm25")
             budget = self._b.settings.leg_timeout_s
             coros.append(self.run_leg(bm25, lambda scope: self._send(bm25, plan, body, budget, scope)))
-        if "knn" in plan.legs:
-            knn = LegOutcome("knn")
-            coros.append(self.run_leg(knn, lambda scope: self._knn_leg(knn, plan, scope, shared)))
-        return {o.leg: o for o in await asyncio.gather(*coros)}
+        done = {o.leg: o for o in await asyncio.gather(*coros)}
+        return {leg: done[leg] for leg in plan.legs}  # (in the plan's order: the response's and the log's)
 
     async def _send(
         self, out: LegOutcome, plan: Plan, body: dict[str, Any], remaining_s: float, scope: asyncio.Timeout
