@@ -83,6 +83,21 @@ class CannedNode(BaseAsyncNode):
         return None
 
 
+def _clocked(perform: Callable[..., Awaitable[Any]], seen: dict[str, float]) -> Callable[..., Awaitable[Any]]:
+    """A node's ``perform_request`` that notes when each search request (``bm25``, ``knn``, ``fetch``) is handed
+    to it (``kind>``) and when its answer is back (``kind<``), in ``seen``."""
+
+    async def perform_request(method: str, target: str, body: bytes | None = None, *args: Any, **kw: Any) -> Any:
+        kind = "knn" if body and b'"knn"' in body else "fetch" if body and b'"ids"' in body else "bm25"
+        seen[f"{kind}>"] = time.perf_counter()
+        try:
+            return await perform(method, target, body, *args, **kw)
+        finally:
+            seen[f"{kind}<"] = time.perf_counter()
+
+    return perform_request
+
+
 async def record_answers(
     es: AsyncElasticsearch, index: str, query: str, vector: Vector, window: int, candidates: int, *, highlight: bool
 ) -> dict[str, Any]:
@@ -167,13 +182,19 @@ async def critical_path(
 ) -> None:
     """One caller, paired query by query (ours then raw two-phase, the order alternating): the wall time of a
     search, of its slower leg and of its fetch (each as the client measures it), and the rest — the client's
-    own time on the critical path."""
+    own time on the critical path; then when each request was handed to the node and came back (ms into the
+    search), and the client's time between the later leg's answer and the fetch, and after the fetch."""
     walls: dict[str, list[float]] = {"ours": [], "raw": []}
     legs: dict[str, list[float]] = {"ours": [], "raw": []}
     fetches: dict[str, list[float]] = {"ours": [], "raw": []}
+    marks: dict[str, list[dict[str, float]]] = {"ours": [], "raw": []}
+    seen: dict[str, float] = {}
+    for node in es.transport.node_pool.all():  # (shared by the client's options() copies: both clients' requests)
+        node.perform_request = _clocked(node.perform_request, seen)  # type: ignore[method-assign,assignment,arg-type]
     for turn in range(rounds):
         for i, q in enumerate(queries):
             for who in ("ours", "raw") if (i + turn) % 2 == 0 else ("raw", "ours"):
+                seen.clear()
                 t0 = time.perf_counter()
                 if who == "ours":
                     res = await client.search(q, limit=10, highlight=args.highlight)
@@ -188,6 +209,7 @@ async def critical_path(
                 walls[who].append((time.perf_counter() - t0) * 1000)
                 legs[who].append(slower)
                 fetches[who].append(fetch)
+                marks[who].append({k: (t - t0) * 1000 for k, t in seen.items()} | {"end": walls[who][-1]})
     med = statistics.median
     print(f"critical path at one caller, paired query by query ({rounds} x {len(queries)} searches each; medians, ms):")
     for who in ("ours", "raw"):
@@ -197,6 +219,16 @@ async def critical_path(
             f" {med(fetches[who]):5.2f}   the client's own {med(rest):5.2f}"
         )
     print(f"  ours / raw (wall, median): {med(walls['raw']) / med(walls['ours']):.3f}")
+    print("  ms into a search (medians): request handed to the node (>) and back (<)")
+    for who in ("ours", "raw"):
+        m = marks[who]
+        kinds = ("bm25>", "knn>", "bm25<", "knn<", "fetch>", "fetch<")
+        times = "  ".join(f"{k} {med(x[k] for x in m):6.2f}" for k in kinds)
+        fusion = med(x["fetch>"] - max(x["bm25<"], x["knn<"]) for x in m)
+        after = med(x["end"] - x["fetch<"] for x in m)
+        slower = sum(x["knn<"] > x["bm25<"] for x in m) / len(m)
+        print(f"  {who:<5} {times}   later leg back -> fetch out {fusion:4.2f}   fetch back -> returned {after:4.2f}")
+        print(f"        the kNN leg answered last in {slower:.0%} of searches")
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
