@@ -65,6 +65,11 @@ async def cpu_per_call(call: Callable[[str], Awaitable[Any]], queries: list[str]
     }
 
 
+def _kind(body: bytes | None) -> str:
+    """Which of a search's three requests a body is: ``knn``, ``fetch`` (the page's ids) or ``bm25``."""
+    return "knn" if body and b'"knn"' in body else "fetch" if body and b'"ids"' in body else "bm25"
+
+
 class CannedNode(BaseAsyncNode):
     """A transport node answering from recorded responses, instantly: the client's CPU without the server's
     noise (both clients send the same requests and get the same bytes back)."""
@@ -74,7 +79,7 @@ class CannedNode(BaseAsyncNode):
     async def perform_request(  # type: ignore[override]
         self, method: str, target: str, body: bytes | None = None, headers: Any = None, request_timeout: Any = None
     ) -> NodeApiResponse:
-        kind = "knn" if body and b'"knn"' in body else "fetch" if body and b'"ids"' in body else "bm25"
+        kind = _kind(body)
         headers_out = HttpHeaders({"content-type": "application/json", "x-elastic-product": "Elasticsearch"})
         meta = ApiResponseMeta(status=200, http_version="1.1", headers=headers_out, duration=0.0, node=self.config)
         return NodeApiResponse(meta, self.answers[kind])
@@ -88,7 +93,7 @@ def _clocked(perform: Callable[..., Awaitable[Any]], seen: dict[str, float]) -> 
     to it (``kind>``) and when its answer is back (``kind<``), in ``seen``."""
 
     async def perform_request(method: str, target: str, body: bytes | None = None, *args: Any, **kw: Any) -> Any:
-        kind = "knn" if body and b'"knn"' in body else "fetch" if body and b'"ids"' in body else "bm25"
+        kind = _kind(body)
         seen[f"{kind}>"] = time.perf_counter()
         try:
             return await perform(method, target, body, *args, **kw)
