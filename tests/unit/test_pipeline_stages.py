@@ -22,7 +22,7 @@ from storage import (
 from storage._dsl.aggregations import parse_facets
 from storage._fusion.methods import fused_list
 from storage._fusion.setting import configured_fusion
-from storage._search.fuse import fuse_legs, hit_columns, raise_if_failed
+from storage._search.fuse import fuse_legs, raise_if_failed
 from storage._search.plan import plan_search
 from storage._search.rerank import Ranked, order_by_scores, rerank_text
 from storage._search.respond import build_response
@@ -173,14 +173,35 @@ def test_a_page_spans_the_reranked_head_then_the_fused_rest(offset: int, limit: 
     assert [hit[0] for hit, _ in Ranked(fused=fused).page(offset, limit)] == ids[offset : offset + limit]
 
 
-def test_a_legs_scores_are_read_from_its_hits_with_a_missing_score_as_zero() -> None:
-    hits = [{"_id": "a", "_score": 2.5}, {"_id": "b", "_score": None}, {"_id": "c"}]
-    ids, scores = hit_columns(hits)
-    assert ids == ["a", "b", "c"]
-    assert len(scores) == 3
-    assert [scores[0], scores[1], scores[2]] == [2.5, 0.0, 0.0]
-    assert scores[1:] == [0.0, 0.0]
-    assert list(reversed(scores)) == [0.0, 0.0, 2.5]
+def test_a_leg_reads_its_ranking_from_the_response_with_a_missing_score_as_zero() -> None:
+    body = {"hits": {"hits": [{"_id": "a", "_score": 2.5, "_index": "i1"}, {"_id": "b", "_score": None}, {"_id": "c"}]}}
+    leg = LegOutcome("bm25")
+    leg.answered(body)
+    assert (leg.ids, leg.scores, leg.index) == (["a", "b", "c"], [2.5, 0.0, 0.0], "i1")
+    assert LegOutcome("bm25", hits=body["hits"]["hits"]).scores == [2.5, 0.0, 0.0]  # (built from hits: the same)
+
+
+@pytest.mark.parametrize(
+    ("request_kw", "kept"),
+    [
+        ({}, {"bm25": False, "knn": False}),
+        ({"tenant_id": "t1"}, {"bm25": True, "knn": True}),
+        ({"group_by": "ticker"}, {"bm25": True, "knn": True}),
+        ({"diversity": 0.5}, {"bm25": True, "knn": True}),
+    ],
+)
+def test_a_leg_lets_its_response_go_once_ranked_unless_a_later_stage_reads_its_hits(
+    request_kw: dict[str, Any], kept: dict[str, bool]
+) -> None:
+    plan = _plan(**request_kw)
+    for leg, keep in kept.items():
+        outcome = LegOutcome(leg)  # type: ignore[arg-type]
+        outcome.answered({"hits": {"hits": _hits("a", "b")}}, keep_hits=plan.keeps_hits(leg))
+        assert outcome.ids == ["a", "b"]
+        assert (outcome.hits is not None) is keep
+        if not keep:
+            with pytest.raises(RuntimeError, match="not kept"):
+                outcome.kept()
 
 
 @pytest.mark.parametrize(

@@ -166,12 +166,12 @@ class Walker:
         offset += len(chosen)
         # 2. The BM25 tail, once the head is used up: matches below `depth`, minus the kNN head's ids.
         bm25 = outcomes.get("bm25")
-        tail_possible = bm25 is not None and len(bm25.hits) >= depth
+        tail_possible = bm25 is not None and len(bm25.ids) >= depth
         tail_after = (
-            state["t"] if state["t"] is not None else (bm25.hits[-1]["sort"] if tail_possible and bm25 else None)
+            state["t"] if state["t"] is not None else (bm25.kept()[-1]["sort"] if tail_possible and bm25 else None)
         )
         tail_rank, tail_done = int(state["tr"]), bool(state["td"])
-        knn_ids = {str(h["_id"]) for h in outcomes["knn"].hits} if "knn" in outcomes else set()
+        knn_ids = set(outcomes["knn"].ids) if "knn" in outcomes else set()
         in_tail = False
         while len(chosen) < page_size and tail_possible and not tail_done:
             in_tail = True
@@ -243,7 +243,7 @@ class Walker:
         tail's."""
         assert plan.group_by is not None
         field = plan.group_by
-        candidates = {str(h["_id"]): h for o in outcomes.values() for h in reversed(o.hits)}
+        candidates = {str(h["_id"]): h for o in outcomes.values() for h in reversed(o.kept())}
         head = group_ids(
             fused.hits.top_ids(len(fused.hits)), lambda i: group_value(candidates.get(i), field), plan.per_group
         )
@@ -253,15 +253,15 @@ class Walker:
         ]
         offset += len(chosen)
         bm25 = outcomes.get("bm25")
-        tail_possible = bm25 is not None and len(bm25.hits) >= depth
+        tail_possible = bm25 is not None and len(bm25.ids) >= depth
         tail = state.get("g")
         position = TailPosition(*tail) if tail is not None else None
         in_tail = False
         pit_id = pit[0]
         if len(chosen) < page_size and tail_possible and bm25 is not None and not (position and position.done):
             in_tail = True
-            start = position or TailPosition(after=bm25.hits[-1]["sort"])
-            knn_ids = {str(h["_id"]) for h in outcomes["knn"].hits} if "knn" in outcomes else set()
+            start = position or TailPosition(after=bm25.kept()[-1]["sort"])
+            knn_ids = set(outcomes["knn"].ids) if "knn" in outcomes else set()
             groups, position, pit_id = await grouped_tail(
                 self._b,
                 plan,
@@ -322,7 +322,7 @@ class Walker:
             require_complete("fetch", found.shards)
             docs = found.hits
         returned = int(state["n"])
-        knn = knn_passages(outcomes["knn"].hits) if plan.passages and "knn" in outcomes else None
+        knn = knn_passages(outcomes["knn"].kept()) if plan.passages and "knn" in outcomes else None
         hits_out = [
             hit_fields(
                 hit, docs.get(hit[0], {}), highlight=plan.highlight, position=position, knn=knn, shown=plan.passages

@@ -21,8 +21,8 @@ shared client).
 """
 
 from .engine import Engine
-from .fuse import Fused, hit_columns, pit_missing
+from .fuse import Fused, pit_missing
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Engine", "Fused", "LegOutcome", "Plan", "hit_columns", "pit_missing"]
+__all__ = ["Engine", "Fused", "LegOutcome", "Plan", "pit_missing"]

@@ -141,14 +141,14 @@ class Engine:
         tenant = plan.tenant_id
         out: dict[str, list[LegHit]] = {}
         for leg, o in outcomes.items():
-            hits = o.hits
+            ranked = [LegHit(doc_id, float(score)) for doc_id, score in zip(o.ids, o.scores, strict=True)]
             if tenant is not None:
-                tenant_of = tenants_of(hits)
-                kept = [h for h in hits if tenant_of.get(str(h["_id"])) == tenant]
-                if len(kept) != len(hits):
-                    self.tenant_violation(len(hits) - len(kept))
-                hits = kept
-            out[leg] = [LegHit(str(h["_id"]), float(h.get("_score") or 0.0)) for h in hits]
+                tenant_of = tenants_of(o.kept())
+                kept = [h for h in ranked if tenant_of.get(h.id) == tenant]
+                if len(kept) != len(ranked):
+                    self.tenant_violation(len(ranked) - len(kept))
+                ranked = kept
+            out[leg] = ranked
         return out
 
     async def explain_bm25(self, request: SearchRequest, doc_id: str) -> dict[str, Any] | None:
@@ -230,7 +230,7 @@ class Engine:
         ranked = await self._reranker.run(plan, fused.hits, fetched.sources)
         groups: list[Group] | None = None
         if plan.group_by is not None or plan.diversity > 0.0:
-            candidates = {str(h["_id"]): h for o in state.outcomes.values() for h in reversed(o.hits)}
+            candidates = {str(h["_id"]): h for o in state.outcomes.values() for h in reversed(o.kept())}
             page, groups = arranged_page(plan, ranked, candidates)
         else:
             page = ranked.page(plan.offset, plan.limit)
@@ -255,10 +255,10 @@ class Engine:
             )
         passages = None
         if knn is not None and plan.passages_at_fetch:  # (the hits the kNN leg found: theirs)
-            found = {str(h["_id"]) for h in knn.hits}
+            found = set(knn.ids)
             passages = knn_passages([h for i, h in fetched.hits.items() if i in found])
         elif knn is not None:
-            passages = knn_passages(knn.hits)
+            passages = knn_passages(knn.kept())
         hits = page_hits(
             page, fetched, highlight=plan.highlight, knn=passages, shown=plan.passages, similarities=measured
         )

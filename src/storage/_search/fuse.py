@@ -8,10 +8,8 @@ another tenant.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import itemgetter
-from typing import Any, overload
 
 from .._dsl.tenancy import keep_tenant, tenants_of
 from .._errors import (
@@ -23,11 +21,11 @@ from .._errors import (
     SearchError,
     SearchFailed,
 )
-from .._fusion.methods import FusedList, LegColumns, fused_list
+from .._fusion.methods import FusedList, fused_list
 from .plan import Plan
 from .state import LegOutcome
 
-__all__ = ["Fused", "fuse_legs", "hit_columns", "pit_missing", "raise_if_failed"]
+__all__ = ["Fused", "fuse_legs", "pit_missing", "raise_if_failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +82,7 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
     failed = {leg: o.error for leg, o in outcomes.items() if o.error is not None}
     ok = {leg: o for leg, o in outcomes.items() if o.error is None}
     hits = fused_list(
-        {leg: hit_columns(o.hits) for leg, o in ok.items()},
+        {leg: (o.ids, o.scores) for leg, o in ok.items()},
         method=plan.method,
         k=plan.k,
         weights={leg: plan.weights[leg] for leg in ok},
@@ -92,42 +90,10 @@ def fuse_legs(plan: Plan, outcomes: Mapping[str, LegOutcome]) -> Fused:
     overlap = hits.overlap()
     dropped = 0
     if plan.tenant_id is not None:
-        hits, dropped = keep_tenant(hits, tenants_of(h for o in ok.values() for h in o.hits), plan.tenant_id)
+        hits, dropped = keep_tenant(hits, tenants_of(h for o in ok.values() for h in o.kept()), plan.tenant_id)
     return Fused(hits=hits, overlap=overlap, failed=failed, dropped=dropped)
 
 
 def pit_missing(error: SearchError) -> bool:
     """Elasticsearch's answer for an expired or closed point-in-time."""
     return isinstance(error, DependencyError) and error.status == 404 and "search_context_missing" in str(error)
-
-
-def hit_columns(hits: Sequence[Mapping[str, Any]]) -> LegColumns:
-    """A leg's hits as the fusion core takes them: (ids, scores), best first. The scores are read from the
-    hits when fusion asks (RRF reads only the shown hits' scores, for their provenance)."""
-    return list(map(_ID, hits)), HitScores(hits)
-
-
-_ID = itemgetter("_id")
-
-
-class HitScores(Sequence[float]):
-    """A leg's scores, a view on its hits (``_score``, 0.0 when Elasticsearch sent none)."""
-
-    __slots__ = ("_hits",)
-
-    def __init__(self, hits: Sequence[Mapping[str, Any]]) -> None:
-        self._hits = hits
-
-    def __len__(self) -> int:
-        return len(self._hits)
-
-    @overload
-    def __getitem__(self, index: int) -> float: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[float]: ...
-
-    def __getitem__(self, index: int | slice) -> float | list[float]:
-        if isinstance(index, slice):
-            return [h.get("_score") or 0.0 for h in self._hits[index]]
-        return self._hits[index].get("_score") or 0.0

@@ -118,6 +118,18 @@ class Plan:
     def rerank(self) -> bool:
         return self.rerank_candidates > 0
 
+    def keeps_hits(self, leg: str) -> bool:
+        """Whether ``leg`` keeps its hits as Elasticsearch sent them, beyond its ranking (ids and scores): for
+        the tenant check, groups and diversity, a walk (its sort values) and the kNN leg's passages.
+        Otherwise the leg's parsed response is let go as soon as the leg has read its ranking."""
+        return (
+            self.tenant_id is not None
+            or self.pit is not None
+            or self.group_by is not None
+            or self.diversity > 0.0
+            or (leg == "knn" and self.passages > 0 and not self.passages_at_fetch)
+        )
+
     @property
     def filter_fields(self) -> tuple[str, ...]:
         """The filtered field names (never their values), for telemetry's "top filters"."""

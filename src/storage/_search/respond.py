@@ -37,7 +37,7 @@ def leg_fields(o: LegOutcome, plan: Plan | None = None) -> dict[str, Any]:
         "num_candidates": plan.candidates if plan is not None and o.leg == "knn" else None,
         "leg": o.leg,
         "ok": error is None,
-        "hits": len(o.hits),
+        "hits": len(o.ids),
         "latency_ms": round(o.latency_ms, 3),
         "took_ms": o.took_ms,
         "embed_ms": round(o.embed_ms, 3) if o.embed_ms is not None else None,
@@ -130,7 +130,7 @@ def log_search(
         fields["search.diversity"] = plan.diversity
     for leg, o in outcomes.items():
         fields[f"search.legs.{leg}.latency_ms"] = round(o.latency_ms, 2)
-        fields[f"search.legs.{leg}.hits"] = len(o.hits)
+        fields[f"search.legs.{leg}.hits"] = len(o.ids)
         if o.error is not None:
             fields[f"search.legs.{leg}.reason"] = o.error.reason
         elif o.partial and o.shards is not None:

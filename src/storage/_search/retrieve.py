@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from embeddings import Vector
@@ -56,12 +56,12 @@ class Retriever:
             if vector is not None and not vector.done():
                 vector.set_result(None)
         bm25 = outcomes.get("bm25")
-        if plan.recover and bm25 is not None and bm25.error is None and not bm25.hits:
+        if plan.recover and bm25 is not None and bm25.error is None and not bm25.ids:
             fuzzy = LegOutcome("bm25")
             body = bm25_fuzzy_request(plan.embed_text, scope=plan.scope, size=plan.window)
             budget = self._b.settings.leg_timeout_s
             await self.run_leg(fuzzy, lambda scope: self._send(fuzzy, plan, body, budget, scope))
-            if fuzzy.error is None and fuzzy.hits:
+            if fuzzy.error is None and fuzzy.ids:
                 fuzzy.latency_ms += bm25.latency_ms
                 outcomes["bm25"] = fuzzy
                 return outcomes, ["fuzzy"]
@@ -77,13 +77,11 @@ class Retriever:
                 async with asyncio.timeout(budget) as scope:
                     await work(scope)
             except TimeoutError:
-                outcome.hits = []
-                outcome.error = timeout_error(outcome.leg, outcome.waiting_on, budget)
+                outcome.failed(timeout_error(outcome.leg, outcome.waiting_on, budget))
             except SearchError as exc:
-                outcome.hits = []
-                outcome.error = exc
+                outcome.failed(exc)
             outcome.latency_ms = (time.perf_counter() - started) * 1000
-            leg_span.set_attribute("search.leg.hits", len(outcome.hits))
+            leg_span.set_attribute("search.leg.hits", len(outcome.ids))
             if outcome.error is not None:
                 mark_error(leg_span, outcome.error, reason=outcome.error.reason)
         return outcome
@@ -118,7 +116,7 @@ class Retriever:
             full = on_pit(full, *plan.pit)
             resp = await self._b.es_call(lambda: es.search(**full), deadline_s=remaining_s, within=scope)
             out.pit_id = resp.body.get("pit_id")
-        out.answered(resp.body)
+        out.answered(resp.body, keep_hits=plan.keeps_hits(out.leg))
 
     async def _knn_leg(
         self,
@@ -139,7 +137,7 @@ class Retriever:
         out.waiting_on = "elasticsearch"
         remaining = max(budget - (time.perf_counter() - t0), 0.001)
         await self._send(out, plan, _knn_body(plan, vector), remaining, scope)
-        await self.check_model(out.hits)
+        await self.check_model(out.index)
 
     async def similarities(self, plan: Plan, vector: Sequence[float], ids: Sequence[str]) -> dict[str, float]:
         """The kNN scores of ``ids`` (hits the kNN leg did not reach) for the leg's own ``vector``: the leg's
@@ -170,14 +168,13 @@ class Retriever:
                 {"search.ids": len(ids), "error.type": type(probe.error).__name__, "error.reason": probe.error.reason},
             )
             return {}
-        return {str(h["_id"]): float(h.get("_score") or 0.0) for h in probe.hits}
+        return {doc_id: float(score) for doc_id, score in zip(probe.ids, probe.scores, strict=True)}
 
-    async def check_model(self, hits: Sequence[Mapping[str, Any]]) -> None:
-        """The kNN leg's hits come from an index of the query's model (after a reembed promoted a version
-        built with another one, a client still configured with the old model gets :class:`ModelMismatch`
-        here, and a hybrid search its BM25 leg alone, instead of the nearest neighbours of a foreign
-        vector). One dict lookup per search; the index's ``_meta`` is read once per index."""
-        index = hits[0].get("_index") if hits else None
+    async def check_model(self, index: str | None) -> None:
+        """The kNN leg's hits (``index``: the first hit's) come from an index of the query's model (after a
+        reembed promoted a version built with another one, a client still configured with the old model gets
+        :class:`ModelMismatch` here, and a hybrid search its BM25 leg alone, instead of the nearest neighbours
+        of a foreign vector). One dict lookup per search; the index's ``_meta`` is read once per index."""
         if index is None:
             return
         known = self._b.metadata.embeddings
@@ -212,9 +209,9 @@ class Retriever:
                     searches += self._msearch_item(plan.target, body, budget - (time.perf_counter() - t0))
                     order.append("knn")
                 except TimeoutError:
-                    knn.error = timeout_error("knn", "embeddings", budget)
+                    knn.failed(timeout_error("knn", "embeddings", budget))
                 except SearchError as exc:
-                    knn.error = exc
+                    knn.failed(exc)
                 knn.waiting_on = "elasticsearch"
             if "bm25" in outcomes:
                 body = bm25_body(plan)
@@ -231,20 +228,20 @@ class Retriever:
                         )
                     for leg, item in zip(order, resp.body["responses"], strict=True):
                         if "error" in item:
-                            outcomes[leg].error = msearch_item_error(item)
+                            outcomes[leg].failed(msearch_item_error(item))
                         else:
-                            outcomes[leg].answered(item)
+                            outcomes[leg].answered(item, keep_hits=plan.keeps_hits(leg))
                     if "knn" in order and outcomes["knn"].error is None:
                         try:
-                            await self.check_model(outcomes["knn"].hits)
+                            await self.check_model(outcomes["knn"].index)
                         except SearchError as exc:
-                            outcomes["knn"].hits, outcomes["knn"].error = [], exc
+                            outcomes["knn"].failed(exc)
                 except TimeoutError:
                     for leg in order:
-                        outcomes[leg].error = timeout_error(leg, "elasticsearch", budget)
+                        outcomes[leg].failed(timeout_error(leg, "elasticsearch", budget))
                 except SearchError as exc:
                     for leg in order:
-                        outcomes[leg].error = exc
+                        outcomes[leg].failed(exc)
             elapsed = (time.perf_counter() - t0) * 1000
             for o in outcomes.values():
                 o.latency_ms = elapsed
