@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 from elasticsearch import AsyncElasticsearch
@@ -101,6 +102,18 @@ async def test_a_degraded_search_still_counts_what_answered_and_says_so(
     assert res.facets.partial
     bm25 = [d for d in DOCS if "guidance raised" in d.text]
     assert sum(b.count for b in res.facets.counts["ticker"].buckets) == len(bm25)
+
+
+@pytest.mark.parametrize("arrange", [{"group_by": "ticker"}, {"diversity": 0.5}])
+async def test_a_degraded_search_still_groups_and_diversifies_what_answered(
+    loaded: SearchClient, settings: SearchSettings, arrange: dict[str, Any]
+) -> None:
+    async with SearchClient.from_settings(settings, embedder=_NoQueries(dimensions=256)) as broken:
+        res = await broken.search("guidance raised", limit=3, **arrange)
+    assert res.degradation is not None
+    assert res.degradation.legs_failed == ["knn"]
+    assert res.hits
+    assert all("bm25" in h.ranks for h in res.hits)
 
 
 async def test_an_unmapped_or_unaggregatable_facet_is_invalid_query(loaded: SearchClient) -> None:

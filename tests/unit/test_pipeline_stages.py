@@ -181,6 +181,14 @@ def test_a_leg_reads_its_ranking_from_the_response_with_a_missing_score_as_zero(
     assert LegOutcome("bm25", hits=body["hits"]["hits"]).scores == [2.5, 0.0, 0.0]  # (built from hits: the same)
 
 
+def test_a_failed_leg_has_no_ranking_and_no_hits_whichever_the_plan_keeps() -> None:
+    answered = LegOutcome("knn")
+    answered.answered({"hits": {"hits": _hits("a")}}, keep_hits=False)
+    answered.failed(_down())
+    for leg in (answered, LegOutcome("knn", error=_down())):
+        assert (leg.ids, leg.scores, leg.kept()) == ([], [], [])
+
+
 @pytest.mark.parametrize(
     ("request_kw", "kept"),
     [
