@@ -335,9 +335,11 @@ class Ingester:
 
     async def _bulk(self, actions: list[dict[str, Any]]) -> list[tuple[bool, dict[str, Any]]]:
         """One attempt at bulk-indexing ``actions``: per-item 429s are retried inside (with backoff); a
-        request-level error raises (and the resilience stack retries the batch: ids make it idempotent)."""
+        request-level error raises (and the resilience stack retries the batch: ids make it idempotent). Each
+        request may take the attempt's budget, or half of it where the transport can fail over: a node that
+        stops answering costs half the budget and the bulk goes to another node (:meth:`Backend.request_timeout`)."""
         s = self._b.settings
-        es = self._b.es.options(request_timeout=s.bulk_timeout_s)
+        es = self._b.es.options(request_timeout=self._b.request_timeout(s.bulk_timeout_s))
         out: list[tuple[bool, dict[str, Any]]] = []
         async for ok, item in async_streaming_bulk(
             es,

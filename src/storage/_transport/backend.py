@@ -144,17 +144,24 @@ class Backend:
                 "thread or loop"
             )
 
+    def request_timeout(self, budget_s: float) -> float:
+        """The transport timeout of a request that may take ``budget_s``: all of it on a single node, **half**
+        of it when the transport has another node to fail over to (several hosts, or sniffing). A node that
+        stops answering (a long GC pause, a half-open connection) then times out with half the budget left:
+        the transport marks it dead and sends the request to another node, which answers in time."""
+        return budget_s / 2 if self._failover else budget_s
+
+    @functools.cached_property
+    def _failover(self) -> bool:
+        s = self.settings
+        return len(self.es.transport.node_pool.all()) > 1 or s.sniff_on_start or s.sniff_on_node_failure
+
     @functools.cached_property
     def leg_request_timeout_s(self) -> float:
-        """The transport timeout of each request of a search (legs, fetch, deep paging): the leg budget (never
-        above ``request_timeout_s``) — or **half** of it when the transport has another node to fail over to
-        (several hosts, or sniffing). A node that stops answering (a long GC pause, a half-open connection)
-        then times out with half the budget left: the transport marks it dead and sends the request to another
-        node, and the leg completes; a single node has nowhere else to go, so it gets the whole budget."""
-        s = self.settings
-        failover = len(self.es.transport.node_pool.all()) > 1 or s.sniff_on_start or s.sniff_on_node_failure
-        budget = s.leg_timeout_s / 2 if failover else s.leg_timeout_s
-        return min(budget, s.request_timeout_s)
+        """The transport timeout of each request of a search (legs, fetch, deep paging): the leg budget, or
+        half of it where the transport can fail over (:meth:`request_timeout`), never above
+        ``request_timeout_s``."""
+        return min(self.request_timeout(self.settings.leg_timeout_s), self.settings.request_timeout_s)
 
     @functools.cached_property
     def _leg_clients(self) -> tuple[AsyncElasticsearch, AsyncElasticsearch]:
