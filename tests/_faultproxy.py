@@ -7,7 +7,10 @@ refused); ``reset`` (accept, read the request, answer with a TCP RST); ``cut_res
 request, then close after ``cut_after`` bytes of the response, for the next ``cut_times`` requests: a reset
 in mid-body); ``inject`` (answer the next ``inject_times`` requests itself
 with ``inject_status`` / ``inject_headers`` / ``inject_body`` — a 429, a 503, an HTML page, broken JSON —
-then forward the rest to the real server). ``requests`` counts HTTP requests seen from clients.
+then forward the rest to the real server); ``hang_matching`` (forward every request but one whose bytes hold
+``hang_pattern``, e.g. ``b"/_bulk"``: that one, and the rest of its connection, is never answered — a node that
+stops answering one kind of request, such as writes). ``requests`` counts HTTP requests seen from clients,
+``hung`` the requests ``hang_matching`` held.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class FaultProxy:
         self.inject_headers: dict[str, str] = {}
         self.inject_body = b""
         self.injected = 0
+        self.hang_pattern = b""
+        self.hung = 0
         self.requests = 0
         self.connections = 0
         self.port = 0
@@ -141,6 +146,10 @@ class FaultProxy:
             while data := await reader.read(65536):
                 if upstream:
                     self.requests += len(_REQUEST_LINE.findall(data))
+                    if self.mode == "hang_matching" and self.hang_pattern and self.hang_pattern in data:
+                        self.hung += 1
+                        await asyncio.sleep(3600)
+                        return
                 elif self.mode == "latency":
                     await asyncio.sleep(self.latency_s)
                 elif self.mode == "drip":

@@ -217,3 +217,29 @@ async def test_a_hung_chat_model_gives_the_entries_without_an_answer_and_once_it
             await _recovers_with_one_probe(proxy, c, "llm", lambda: c.answer("what is the revenue guidance?"))
     finally:
         await proxy.stop()
+
+
+async def test_a_bulk_write_that_lands_on_a_node_hung_for_writes_fails_over_within_half_its_budget(
+    es_url: str,
+) -> None:
+    """Two hosts (two proxies to one node): one answers everything but its bulk requests, which it never
+    answers. A batch goes in one bulk request per document, in turn to each host, so one lands on the hung one:
+    the transport times it out with half of ``bulk_timeout_s`` left, marks that host dead and sends the same
+    bulk to the other. Every document is written, in less than the budget, and the breaker never opens."""
+    hung, good = await _proxy_to(es_url), await _proxy_to(es_url)
+    try:
+        await hung.set_mode("hang_matching", hang_pattern=b"/_bulk")
+        index = f"bulk-hang-{uuid.uuid4().hex[:8]}"
+        settings = SearchSettings(url=f"{hung.url},{good.url}", index=index, bulk_timeout_s=4.0, bulk_chunk_size=1)
+        async with SearchClient.from_settings(settings, embedder=HashingEmbedder(dimensions=64)) as c:
+            await c.ensure_index()
+            report = await c.index_documents(DOCS[:4], refresh=True)
+            assert report.ok
+            assert hung.hung == 1
+            assert report.seconds < settings.bulk_timeout_s
+            assert await c.documents.count() == 4
+            assert c.breakers["elasticsearch"].state == "closed"
+            await c.indices.delete()
+    finally:
+        await hung.stop()
+        await good.stop()
