@@ -49,7 +49,8 @@ class SearchSettings(BaseSettings):
     multi_tenant: bool = False
     #: Per-request timeout of the Elasticsearch client (seconds).
     request_timeout_s: float = Field(default=10.0, gt=0)
-    #: Bulk requests carry many documents: a longer timeout.
+    #: Bulk requests carry many documents: a longer timeout (one attempt's; with several nodes each request
+    #: gets half of it, so a bulk that lands on a hung node fails over to another in time).
     bulk_timeout_s: float = Field(default=60.0, gt=0)
     #: Primary shards of a new index; replicas: None = one as soon as a second node exists (auto-expand 0-1).
     number_of_shards: int = Field(default=1, ge=1, le=1024)
